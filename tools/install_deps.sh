@@ -1,0 +1,36 @@
+#!/bin/bash
+# Installs every Debian 12 package that Airlock's build, tests and runtime
+# need. Idempotent and non-interactive: packages already present are skipped,
+# so a second run does no network I/O at all.
+set -euo pipefail
+
+PACKAGES=(
+  # Build: Bazel from Debian, the compiler, and the system libraries the
+  # workspace links against (see third_party/BUILD.bazel).
+  bazel-bootstrap bazel-rules-java g++ pkg-config python3
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
+  libabsl-dev libgit2-dev libssl-dev libsqlite3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
+  # Runtime: the hypervisor, disk tools and what builds the guest images.
+  qemu-system-x86 qemu-utils busybox-static e2fsprogs debootstrap cpio
+  zstd xz-utils kmod ca-certificates openssl lz4
+  # Tests and benchmarks: real git, a real HTTP client, sqlite3 shell.
+  git curl sqlite3 iproute2 procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "airlock setup: missing Debian packages: ${missing[*]}" >&2
+  echo "airlock setup: run as root (or: sudo $0) to install them" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+echo "airlock setup: installing ${missing[*]}" >&2
+apt-get -o DPkg::Lock::Timeout=900 -q update >/dev/null
+apt-get -o DPkg::Lock::Timeout=900 -q install -y --no-install-recommends "${missing[@]}" >/dev/null
