@@ -1,0 +1,50 @@
+#include "common/client.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "protos/grpc/health/v1/health.grpc.pb.h"
+
+namespace airlock {
+
+std::shared_ptr<grpc::Channel> DialUnix(const std::string& path) {
+  grpc::ChannelArguments args;
+  // Streams such as exec and file transfers carry large messages.
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  return grpc::CreateCustomChannel(absl::StrCat("unix:", path),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+void DeadlineAfter(grpc::ClientContext& ctx, std::chrono::milliseconds d) {
+  ctx.set_deadline(std::chrono::system_clock::now() + d);
+}
+
+absl::Status CheckHealth(grpc::Channel& channel, std::chrono::milliseconds timeout) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, timeout);
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = stub->Check(&ctx, req, &resp);
+  if (!s.ok()) return FromGrpc(s);
+  if (resp.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return absl::UnavailableError("daemon answers but is not serving");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WaitHealthy(grpc::Channel& channel, std::chrono::milliseconds timeout) {
+  auto end = std::chrono::steady_clock::now() + timeout;
+  absl::Status last = absl::DeadlineExceededError("no answer");
+  while (std::chrono::steady_clock::now() < end) {
+    last = CheckHealth(channel, std::chrono::milliseconds(500));
+    if (last.ok()) return last;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return last;
+}
+
+}  // namespace airlock

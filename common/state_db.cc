@@ -1,0 +1,116 @@
+#include "common/state_db.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace airlock {
+
+absl::StatusOr<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  // The file is created 0600: state can name sandboxes, paths and hosts.
+  mode_t old = umask(077);
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                               SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  umask(old);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return absl::UnavailableError(absl::StrCat("cannot open state file ", path, ": ", msg));
+  }
+  sqlite3_busy_timeout(db, 5000);
+  std::unique_ptr<StateDb> out(new StateDb(db));
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+                             "PRAGMA foreign_keys=ON"}) {
+    if (absl::Status s = out->Run(pragma, {}, nullptr); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat(path, ": ", s.message()));
+    }
+  }
+  return out;
+}
+
+StateDb::~StateDb() { sqlite3_close(db_); }
+
+absl::Status StateDb::Migrate(const std::vector<std::string>& steps) {
+  auto rows = Query("PRAGMA user_version");
+  if (!rows.ok()) return rows.status();
+  size_t version = std::stoul((*rows)[0][0]);
+  if (version > steps.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state file has schema version ", version, " but this binary knows ",
+        steps.size(), "; it was written by a newer Airlock"));
+  }
+  for (size_t i = version; i < steps.size(); ++i) {
+    std::string tx = absl::StrCat("BEGIN; ", steps[i], "; PRAGMA user_version=", i + 1,
+                                  "; COMMIT;");
+    std::lock_guard<std::mutex> lock(mu_);
+    char* err = nullptr;
+    if (sqlite3_exec(db_, tx.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown error";
+      sqlite3_free(err);
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      return absl::InternalError(absl::StrCat("schema step ", i + 1, ": ", msg));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StateDb::Exec(absl::string_view sql, const std::vector<SqlValue>& params) {
+  return Run(sql, params, nullptr);
+}
+
+absl::StatusOr<std::vector<SqlRow>> StateDb::Query(absl::string_view sql,
+                                                   const std::vector<SqlValue>& params) {
+  std::vector<SqlRow> rows;
+  if (absl::Status s = Run(sql, params, &rows); !s.ok()) return s;
+  return rows;
+}
+
+int64_t StateDb::Changes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sqlite3_changes64(db_);
+}
+
+absl::Status StateDb::Run(absl::string_view sql, const std::vector<SqlValue>& params,
+                          std::vector<SqlRow>* rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt,
+                         nullptr) != SQLITE_OK) {
+    return absl::InternalError(absl::StrCat("sql \"", sql, "\": ", sqlite3_errmsg(db_)));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    int idx = static_cast<int>(i + 1);
+    if (std::holds_alternative<int64_t>(params[i])) {
+      sqlite3_bind_int64(stmt, idx, std::get<int64_t>(params[i]));
+    } else if (std::holds_alternative<std::string>(params[i])) {
+      const std::string& v = std::get<std::string>(params[i]);
+      sqlite3_bind_blob(stmt, idx, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    } else {
+      sqlite3_bind_null(stmt, idx);
+    }
+  }
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    if (rows == nullptr) continue;
+    SqlRow row;
+    int n = sqlite3_column_count(stmt);
+    for (int c = 0; c < n; ++c) {
+      const void* data = sqlite3_column_blob(stmt, c);
+      int len = sqlite3_column_bytes(stmt, c);
+      row.emplace_back(data ? static_cast<const char*>(data) : "", data ? len : 0);
+    }
+    rows->push_back(std::move(row));
+  }
+  absl::Status status = absl::OkStatus();
+  if (rc != SQLITE_DONE) {
+    status = absl::InternalError(absl::StrCat("sql \"", sql, "\": ", sqlite3_errmsg(db_)));
+  }
+  sqlite3_finalize(stmt);
+  return status;
+}
+
+}  // namespace airlock

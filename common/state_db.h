@@ -1,0 +1,63 @@
+// A daemon's SQLite state file: WAL journal, full sync, schema versions.
+// Every write that returns OK survives a kill -9 of the daemon.
+#ifndef AIRLOCK_COMMON_STATE_DB_H_
+#define AIRLOCK_COMMON_STATE_DB_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+struct sqlite3;
+
+namespace airlock {
+
+// SqlValue is a bound parameter: NULL, an integer or text/blob bytes.
+using SqlValue = std::variant<std::nullptr_t, int64_t, std::string>;
+
+// SqlRow is one result row; every column as bytes (NULL reads as "").
+using SqlRow = std::vector<std::string>;
+
+// StateDb is a thread-safe handle on one SQLite database.
+class StateDb {
+ public:
+  // Open opens (or creates, mode 0600) the database at `path` in WAL mode
+  // with synchronous=FULL.
+  static absl::StatusOr<std::unique_ptr<StateDb>> Open(const std::string& path);
+  ~StateDb();
+
+  StateDb(const StateDb&) = delete;
+  StateDb& operator=(const StateDb&) = delete;
+
+  // Migrate applies steps[user_version..] in one transaction each and bumps
+  // PRAGMA user_version, so a schema is only ever extended.
+  absl::Status Migrate(const std::vector<std::string>& steps);
+
+  // Exec runs one statement with bound parameters.
+  absl::Status Exec(absl::string_view sql, const std::vector<SqlValue>& params = {});
+
+  // Query runs one statement and returns its rows.
+  absl::StatusOr<std::vector<SqlRow>> Query(absl::string_view sql,
+                                            const std::vector<SqlValue>& params = {});
+
+  // Changes is the number of rows the last Exec changed.
+  int64_t Changes();
+
+ private:
+  explicit StateDb(sqlite3* db) : db_(db) {}
+  absl::Status Run(absl::string_view sql, const std::vector<SqlValue>& params,
+                   std::vector<SqlRow>* rows);
+
+  std::mutex mu_;
+  sqlite3* db_;
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_COMMON_STATE_DB_H_
