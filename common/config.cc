@@ -143,6 +143,10 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(
       value = std::string(arg.substr(eq + 1));
     } else {
       key = std::string(arg);
+      if (!known(key)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown option --", key, " (see ", name, " --help)"));
+      }
       if (i + 1 >= args.size()) {
         return absl::InvalidArgumentError(absl::StrCat("--", key, " needs a value"));
       }

@@ -1,0 +1,218 @@
+#include "cli/daemons.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/client.h"
+#include "common/paths.h"
+#include "protos/daemon/v1/daemon.grpc.pb.h"
+
+namespace airlock::cli {
+namespace {
+
+bool Executable(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string self(buf, n);
+  return self.substr(0, self.rfind('/'));
+}
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream b;
+  b << f.rdbuf();
+  return b.str();
+}
+
+// PidFromFile reads a daemon's pid file; 0 when absent or when that pid is
+// no longer the daemon (a pid file left by a killed daemon).
+pid_t LivePid(const std::string& pid_file, const std::string& name) {
+  int pid = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadSmallFile(pid_file)), &pid) || pid <= 0) {
+    return 0;
+  }
+  char buf[PATH_MAX];
+  ssize_t n = readlink(absl::StrCat("/proc/", pid, "/exe").c_str(), buf, sizeof(buf) - 1);
+  if (n <= 0) return 0;
+  std::string exe(buf, n);
+  std::string base = exe.substr(exe.rfind('/') + 1);
+  return base == name ? pid : 0;
+}
+
+// Alive is true while `pid` exists and is not a zombie.
+bool Alive(pid_t pid) {
+  std::string stat = ReadSmallFile(absl::StrCat("/proc/", pid, "/stat"));
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+}  // namespace
+
+Daemons::Daemons() : runtime_dir_(DefaultRuntimeDir()), state_dir_(DefaultStateDir()) {}
+
+std::string Daemons::SocketOf(const std::string& name) const {
+  return absl::StrCat(runtime_dir_, "/", name, ".sock");
+}
+
+std::string Daemons::LogOf(const std::string& name) const {
+  return absl::StrCat(state_dir_, "/logs/", name, ".log");
+}
+
+absl::StatusOr<std::string> Daemons::BinaryOf(const std::string& name) const {
+  std::vector<std::string> candidates;
+  if (const char* dir = getenv("AIRLOCK_LIBEXEC_DIR"); dir != nullptr && *dir) {
+    candidates.push_back(absl::StrCat(dir, "/", name));
+  }
+  std::string self = SelfDir();
+  candidates.push_back(absl::StrCat(self, "/", name));            // installed side by side
+  candidates.push_back(absl::StrCat(self, "/../", name, "/", name));  // bazel-bin layout
+  for (const auto& c : candidates) {
+    if (Executable(c)) return c;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "cannot find the ", name, " binary (looked in ", candidates.front(),
+      " and beside airlock); run tools/setup.sh or set AIRLOCK_LIBEXEC_DIR"));
+}
+
+std::vector<DaemonStatus> Daemons::Status() const {
+  std::vector<DaemonStatus> out;
+  for (const auto& name : DaemonNames()) {
+    DaemonStatus st;
+    st.name = name;
+    st.socket = SocketOf(name);
+    st.log = LogOf(name);
+    st.pid = LivePid(absl::StrCat(runtime_dir_, "/", name, ".pid"), name);
+    st.state = st.pid ? "unhealthy" : "stopped";
+    struct stat sb;
+    if (stat(st.socket.c_str(), &sb) == 0) {
+      auto ch = DialUnix(st.socket);
+      auto stub = airlock::daemon::v1::Daemon::NewStub(ch);
+      grpc::ClientContext ctx;
+      DeadlineAfter(ctx, std::chrono::seconds(2));
+      airlock::daemon::v1::GetInfoResponse info;
+      if (stub->GetInfo(&ctx, {}, &info).ok() &&
+          CheckHealth(*ch, std::chrono::seconds(2)).ok()) {
+        st.state = "running";
+        st.pid = info.pid();
+        st.version = info.version();
+      }
+    }
+    out.push_back(st);
+  }
+  return out;
+}
+
+absl::Status Daemons::Start(bool progress) {
+  if (absl::Status s = EnsurePrivateDir(runtime_dir_); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(state_dir_ + "/logs", 0700); !s.ok()) return s;
+  std::vector<DaemonStatus> before = Status();
+  std::vector<std::pair<std::string, pid_t>> launched;
+  for (const auto& st : before) {
+    if (st.state == "running") continue;
+    if (st.state == "unhealthy") {
+      // A live process holds the lock but does not answer: give it a moment
+      // (it may be starting) before declaring it stuck.
+      auto ch = DialUnix(st.socket);
+      if (WaitHealthy(*ch, std::chrono::seconds(10)).ok()) continue;
+      return absl::UnavailableError(absl::StrCat(
+          st.name, " (pid ", st.pid, ") runs but does not answer on ", st.socket,
+          "; see ", st.log, " or run `airlock daemon stop`"));
+    }
+    auto bin = BinaryOf(st.name);
+    if (!bin.ok()) return bin.status();
+    if (progress) std::cerr << "starting " << st.name << "\n";
+    int log_fd = open(st.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (log_fd < 0) {
+      return absl::InternalError(absl::StrCat("cannot open ", st.log, ": ", strerror(errno)));
+    }
+    std::string rt_flag = "--runtime-dir=" + runtime_dir_;
+    std::string st_flag = "--state-dir=" + state_dir_;
+    pid_t pid = fork();
+    if (pid == 0) {
+      // Double fork: the daemon is reparented to init and outlives the CLI.
+      setsid();
+      if (fork() != 0) _exit(0);
+      int devnull = open("/dev/null", O_RDONLY);
+      dup2(devnull, 0);
+      dup2(log_fd, 1);
+      dup2(log_fd, 2);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      execl(bin->c_str(), bin->c_str(), rt_flag.c_str(), st_flag.c_str(), nullptr);
+      dprintf(2, "airlock: exec %s: %s\n", bin->c_str(), strerror(errno));
+      _exit(127);
+    }
+    close(log_fd);
+    int status;
+    waitpid(pid, &status, 0);
+    launched.emplace_back(st.name, pid);
+  }
+  for (const auto& [name, pid] : launched) {
+    auto ch = DialUnix(SocketOf(name));
+    absl::Status s = WaitHealthy(*ch, std::chrono::seconds(30));
+    if (!s.ok()) {
+      std::string log = ReadSmallFile(LogOf(name));
+      if (log.size() > 2000) log = log.substr(log.size() - 2000);
+      return absl::UnavailableError(absl::StrCat(name, " did not become healthy: ", s.message(),
+                                                 "\nlast lines of ", LogOf(name), ":\n", log));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Daemons::Stop(int grace_s, bool progress) {
+  std::vector<std::string> names = DaemonNames();
+  // Stop in reverse start order: vmmd first, so it can shut its sandboxes
+  // down while the others still answer.
+  for (auto it = names.rbegin(); it != names.rend(); ++it) {
+    const std::string& name = *it;
+    pid_t pid = LivePid(absl::StrCat(runtime_dir_, "/", name, ".pid"), name);
+    if (pid == 0) continue;
+    if (progress) std::cerr << "stopping " << name << " (pid " << pid << ")\n";
+    kill(pid, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
+    while (Alive(pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (Alive(pid)) {
+      std::cerr << name << " did not stop within " << grace_s << " s; killing it\n";
+      kill(pid, SIGKILL);
+      for (int i = 0; i < 250 && Alive(pid); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (Alive(pid)) return absl::InternalError(absl::StrCat(name, " survived SIGKILL"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Daemons::EnsureRunning() {
+  for (const auto& st : Status()) {
+    if (st.state != "running") return Start(isatty(STDERR_FILENO));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace airlock::cli
