@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "common/client.h"
 #include "common/paths.h"
+#include "common/subprocess.h"
 #include "protos/daemon/v1/daemon.grpc.pb.h"
 
 namespace airlock::cli {
@@ -58,13 +59,6 @@ pid_t LivePid(const std::string& pid_file, const std::string& name) {
   std::string exe(buf, n);
   std::string base = exe.substr(exe.rfind('/') + 1);
   return base == name ? pid : 0;
-}
-
-// Alive is true while `pid` exists and is not a zombie.
-bool Alive(pid_t pid) {
-  std::string stat = ReadSmallFile(absl::StrCat("/proc/", pid, "/stat"));
-  size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
 }
 
 }  // namespace
@@ -142,32 +136,10 @@ absl::Status Daemons::Start(bool progress) {
     auto bin = BinaryOf(st.name);
     if (!bin.ok()) return bin.status();
     if (progress) std::cerr << "starting " << st.name << "\n";
-    int log_fd = open(st.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (log_fd < 0) {
-      return absl::InternalError(absl::StrCat("cannot open ", st.log, ": ", strerror(errno)));
-    }
-    std::string rt_flag = "--runtime-dir=" + runtime_dir_;
-    std::string st_flag = "--state-dir=" + state_dir_;
-    pid_t pid = fork();
-    if (pid == 0) {
-      // Double fork: the daemon is reparented to init and outlives the CLI.
-      setsid();
-      if (fork() != 0) _exit(0);
-      int devnull = open("/dev/null", O_RDONLY);
-      dup2(devnull, 0);
-      dup2(log_fd, 1);
-      dup2(log_fd, 2);
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      execl(bin->c_str(), bin->c_str(), rt_flag.c_str(), st_flag.c_str(), nullptr);
-      dprintf(2, "airlock: exec %s: %s\n", bin->c_str(), strerror(errno));
-      _exit(127);
-    }
-    close(log_fd);
-    int status;
-    waitpid(pid, &status, 0);
-    launched.emplace_back(st.name, pid);
+    auto pid = SpawnDetached(
+        {*bin, "--runtime-dir=" + runtime_dir_, "--state-dir=" + state_dir_}, st.log);
+    if (!pid.ok()) return pid.status();
+    launched.emplace_back(st.name, *pid);
   }
   for (const auto& [name, pid] : launched) {
     auto ch = DialUnix(SocketOf(name));
@@ -193,16 +165,16 @@ absl::Status Daemons::Stop(int grace_s, bool progress) {
     if (progress) std::cerr << "stopping " << name << " (pid " << pid << ")\n";
     kill(pid, SIGTERM);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
-    while (Alive(pid) && std::chrono::steady_clock::now() < deadline) {
+    while (ProcessAlive(pid) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (Alive(pid)) {
+    if (ProcessAlive(pid)) {
       std::cerr << name << " did not stop within " << grace_s << " s; killing it\n";
       kill(pid, SIGKILL);
-      for (int i = 0; i < 250 && Alive(pid); ++i) {
+      for (int i = 0; i < 250 && ProcessAlive(pid); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      if (Alive(pid)) return absl::InternalError(absl::StrCat(name, " survived SIGKILL"));
+      if (ProcessAlive(pid)) return absl::InternalError(absl::StrCat(name, " survived SIGKILL"));
     }
   }
   return absl::OkStatus();

@@ -1,6 +1,6 @@
 // Helpers for tests that run real binaries: short temporary directories
-// (Unix socket paths must fit in 107 bytes), child processes, and commands
-// whose output and exit code are captured.
+// (Unix socket paths must fit in 107 bytes), binaries from runfiles, and
+// the subprocess helpers under their test names.
 #ifndef AIRLOCK_COMMON_TESTING_HARNESS_H_
 #define AIRLOCK_COMMON_TESTING_HARNESS_H_
 
@@ -9,6 +9,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "common/subprocess.h"
 
 namespace airlock::testing {
 
@@ -24,25 +26,14 @@ class ShortTempDir {
   std::string path_;
 };
 
-// CommandResult is what a finished command left behind.
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using ::airlock::CommandResult;
+using ::airlock::ProcessAlive;
+using ::airlock::RunCommand;
 
-// RunCommand runs argv (argv[0] looked up in PATH) with extra environment
-// and optional stdin, waits at most `timeout_s` seconds (then kills it,
-// exit_code -1), and captures stdout and stderr.
-CommandResult RunCommand(const std::vector<std::string>& argv,
-                         const std::map<std::string, std::string>& env = {},
-                         const std::string& stdin_data = "", int timeout_s = 300);
-
-// ProcessAlive is true while `pid` exists and is not a zombie.
-bool ProcessAlive(pid_t pid);
-
-// ProcessesNamed lists pids whose /proc/<pid>/cmdline contains `needle`.
-std::vector<pid_t> ProcessesNamed(const std::string& needle);
+// ProcessesNamed lists live pids whose command line contains `needle`.
+inline std::vector<pid_t> ProcessesNamed(const std::string& needle) {
+  return ::airlock::ProcessesMatching(needle);
+}
 
 // BinaryPath resolves a Bazel data dependency such as "vmmd/vmmd" to an
 // absolute path in the test's runfiles.

@@ -1,0 +1,203 @@
+#include "common/subprocess.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace airlock {
+namespace {
+
+void ResetSignals() {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+}
+
+std::vector<char*> Argv(const std::vector<std::string>& argv) {
+  std::vector<char*> out;
+  for (const auto& a : argv) out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream b;
+  b << f.rdbuf();
+  return b.str();
+}
+
+}  // namespace
+
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env,
+                         const std::string& stdin_data, int timeout_s) {
+  CommandResult r;
+  int in[2], out[2], err[2];
+  if (argv.empty() || pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
+    r.err = "cannot start command";
+    return r;
+  }
+  std::vector<char*> args = Argv(argv);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    ResetSignals();
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    execvp(args[0], args.data());
+    dprintf(2, "cannot run %s: %s\n", args[0], strerror(errno));
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  // Feed stdin without blocking on a child that does not read it.
+  fcntl(in[1], F_SETFL, O_NONBLOCK);
+  size_t fed = 0;
+  if (stdin_data.empty()) {
+    close(in[1]);
+    in[1] = -1;
+  }
+  time_t deadline = time(nullptr) + timeout_s;
+  bool out_open = true, err_open = true, timed_out = false;
+  char buf[65536];
+  while (out_open || err_open) {
+    pollfd fds[3] = {{out_open ? out[0] : -1, POLLIN, 0},
+                     {err_open ? err[0] : -1, POLLIN, 0},
+                     {in[1], POLLOUT, 0}};
+    int left = static_cast<int>(deadline - time(nullptr));
+    if (left <= 0) {
+      kill(pid, SIGKILL);
+      timed_out = true;
+      break;
+    }
+    if (poll(fds, 3, left * 1000) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (!fds[i].revents) continue;
+      ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+      if (n <= 0) {
+        (i == 0 ? out_open : err_open) = false;
+      } else {
+        (i == 0 ? r.out : r.err).append(buf, n);
+      }
+    }
+    if (in[1] >= 0 && fds[2].revents) {
+      ssize_t n = write(in[1], stdin_data.data() + fed, stdin_data.size() - fed);
+      if (n > 0) fed += n;
+      if (n < 0 || fed == stdin_data.size()) {
+        close(in[1]);
+        in[1] = -1;
+      }
+    }
+  }
+  if (in[1] >= 0) close(in[1]);
+  close(out[0]);
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (timed_out) {
+    r.exit_code = -1;
+  } else if (WIFEXITED(status)) {
+    r.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    r.exit_code = 128 + WTERMSIG(status);
+  }
+  return r;
+}
+
+absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv,
+                                    const std::string& log_path) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty command");
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log_fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot open ", log_path, ": ", strerror(errno)));
+  }
+  // The grandchild reports its pid, then (on exec failure) its errno; a
+  // successful exec closes the CLOEXEC pipe with nothing more.
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    close(log_fd);
+    return absl::InternalError("pipe failed");
+  }
+  std::vector<char*> args = Argv(argv);
+  pid_t child = fork();
+  if (child == 0) {
+    setsid();
+    pid_t grandchild = fork();
+    if (grandchild != 0) _exit(grandchild < 0 ? 1 : 0);
+    pid_t self = getpid();
+    ssize_t unused = write(report[1], &self, sizeof(self));
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+    ResetSignals();
+    execvp(args[0], args.data());
+    int e = errno;
+    unused = write(report[1], &e, sizeof(e));
+    (void)unused;
+    _exit(127);
+  }
+  close(log_fd);
+  close(report[1]);
+  int status;
+  waitpid(child, &status, 0);
+  pid_t pid = 0;
+  int exec_errno = 0;
+  ssize_t n = read(report[0], &pid, sizeof(pid));
+  ssize_t m = n == sizeof(pid) ? read(report[0], &exec_errno, sizeof(exec_errno)) : 0;
+  close(report[0]);
+  if (n != sizeof(pid)) return absl::InternalError("fork failed");
+  if (m == sizeof(exec_errno)) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot run ", argv[0], ": ", strerror(exec_errno)));
+  }
+  return pid;
+}
+
+bool ProcessAlive(pid_t pid) {
+  if (pid <= 0) return false;
+  std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+std::string ProcessCmdline(pid_t pid) {
+  std::string cmd = Slurp(absl::StrCat("/proc/", pid, "/cmdline"));
+  for (char& c : cmd) {
+    if (c == '\0') c = ' ';
+  }
+  return cmd;
+}
+
+std::vector<pid_t> ProcessesMatching(const std::string& needle) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    pid_t pid = atoi(e->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    if (ProcessCmdline(pid).find(needle) != std::string::npos && ProcessAlive(pid)) {
+      out.push_back(pid);
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+}  // namespace airlock

@@ -1,0 +1,50 @@
+// Running other programs: to completion with captured output, or detached
+// into their own session so they outlive the caller.
+#ifndef AIRLOCK_COMMON_SUBPROCESS_H_
+#define AIRLOCK_COMMON_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace airlock {
+
+// CommandResult is what a finished command left behind.
+struct CommandResult {
+  // Exit code; 128+N when killed by signal N; -1 when it timed out.
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// RunCommand runs argv (argv[0] looked up in PATH) with extra environment
+// and optional stdin, waits at most `timeout_s` seconds (then kills it), and
+// captures stdout and stderr. The child starts with no blocked signals.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env = {},
+                         const std::string& stdin_data = "", int timeout_s = 300);
+
+// SpawnDetached starts argv in a new session, reparented to init (double
+// fork), with stdin from /dev/null and stdout and stderr appended to
+// `log_path`. Returns the pid of the running program; the caller never
+// waits for it. Fails when exec fails.
+absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv,
+                                    const std::string& log_path);
+
+// ProcessAlive is true while `pid` exists and is not a zombie.
+bool ProcessAlive(pid_t pid);
+
+// ProcessCmdline is /proc/<pid>/cmdline with NULs turned into spaces, or ""
+// when the process is gone.
+std::string ProcessCmdline(pid_t pid);
+
+// ProcessesMatching lists live pids whose command line contains `needle`.
+std::vector<pid_t> ProcessesMatching(const std::string& needle);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_COMMON_SUBPROCESS_H_
