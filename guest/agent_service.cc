@@ -1,0 +1,176 @@
+#include "guest/agent_service.h"
+
+#include <signal.h>
+#include <sys/utsname.h>
+
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "common/status.h"
+#include "guest/exec_process.h"
+#include "guest/files.h"
+
+namespace airlock::guest {
+
+namespace vmm = airlock::vmm::v1;
+
+grpc::Status AgentService::Ping(grpc::ServerContext*, const airlock::agent::v1::PingRequest*,
+                                airlock::agent::v1::PingResponse* out) {
+  struct utsname u;
+  uname(&u);
+  out->set_kernel(u.release);
+  double uptime = 0;
+  std::ifstream("/proc/uptime") >> uptime;
+  out->set_uptime(uptime);
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::Exec(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<vmm::ExecResponse, vmm::ExecRequest>* stream) {
+  vmm::ExecRequest first;
+  if (!stream->Read(&first) || !first.has_start()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first message of an exec stream must be `start`");
+  }
+  const vmm::ExecStart& start = first.start();
+  ExecSpec spec;
+  spec.argv.assign(start.argv().begin(), start.argv().end());
+  spec.env.assign(start.env().begin(), start.env().end());
+  spec.user = start.user();
+  spec.workdir = start.workdir();
+  spec.tty = start.tty();
+  spec.rows = start.size().rows();
+  spec.cols = start.size().cols();
+  spec.stdin = start.stdin() && !start.detach();
+
+  std::mutex write_mu;
+  auto send = [&](const vmm::ExecResponse& r) {
+    std::lock_guard<std::mutex> lock(write_mu);
+    stream->Write(r);
+  };
+  ExecOutcome failed;
+  std::string message;
+  std::unique_ptr<ExecProcess> proc = ExecProcess::Start(spec, &failed, &message);
+  vmm::ExecResponse resp;
+  if (proc == nullptr) {
+    resp.set_stderr(message + "\n");
+    send(resp);
+    resp.Clear();
+    resp.mutable_exit()->set_code(failed.code);
+    send(resp);
+    vmm::ExecRequest ignored;
+    while (stream->Read(&ignored)) {
+    }
+    return grpc::Status::OK;
+  }
+  resp.set_started_pid(proc->pid());
+  send(resp);
+  if (start.detach()) {
+    proc->Detach();
+    resp.Clear();
+    resp.mutable_exit()->set_code(0);
+    send(resp);
+    vmm::ExecRequest ignored;
+    while (stream->Read(&ignored)) {
+    }
+    return grpc::Status::OK;
+  }
+
+  // Requests (stdin, resize, signals) are read on their own thread until the
+  // client closes its side, which it does after it has seen `exit`.
+  std::thread reader([&] {
+    vmm::ExecRequest req;
+    while (stream->Read(&req)) {
+      switch (req.msg_case()) {
+        case vmm::ExecRequest::kStdin: proc->WriteStdin(req.stdin()); break;
+        case vmm::ExecRequest::kStdinEof: proc->CloseStdin(); break;
+        case vmm::ExecRequest::kResize: proc->Resize(req.resize().rows(), req.resize().cols()); break;
+        case vmm::ExecRequest::kSignal: proc->Signal(req.signal()); break;
+        default: break;
+      }
+    }
+    // The client went away before the process ended: end the process too.
+    if (ctx->IsCancelled()) proc->Signal(SIGKILL);
+  });
+  ExecOutcome outcome = proc->Pump([&](Stream s, absl::string_view data) {
+    vmm::ExecResponse out;
+    if (s == Stream::kStdout) {
+      out.set_stdout(std::string(data));
+    } else {
+      out.set_stderr(std::string(data));
+    }
+    send(out);
+  });
+  resp.Clear();
+  resp.mutable_exit()->set_code(outcome.code);
+  resp.mutable_exit()->set_signal(outcome.signal);
+  send(resp);
+  reader.join();
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ReadFile(grpc::ServerContext*, const vmm::ReadFileRequest* req,
+                                    grpc::ServerWriter<vmm::FileChunk>* writer) {
+  return ToGrpc(ReadFileChunks(req->path(), [&](absl::string_view data) {
+    vmm::FileChunk chunk;
+    chunk.set_data(std::string(data));
+    return writer->Write(chunk);
+  }));
+}
+
+grpc::Status AgentService::WriteFile(grpc::ServerContext*,
+                                     grpc::ServerReader<vmm::WriteFileRequest>* reader,
+                                     vmm::WriteFileResponse* out) {
+  vmm::WriteFileRequest req;
+  if (!reader->Read(&req)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no file named");
+  }
+  FileWriter w;
+  if (absl::Status s = w.Open(req.path(), req.mode()); !s.ok()) return ToGrpc(s);
+  do {
+    if (absl::Status s = w.Write(req.data()); !s.ok()) return ToGrpc(s);
+  } while (reader->Read(&req));
+  if (absl::Status s = w.Close(); !s.ok()) return ToGrpc(s);
+  out->set_bytes_written(w.written());
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::Stat(grpc::ServerContext*, const vmm::StatRequest* req,
+                                vmm::FileInfo* out) {
+  auto info = StatPath(req->path());
+  if (!info.ok()) return ToGrpc(info.status());
+  *out = *info;
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ListDir(grpc::ServerContext*, const vmm::ListDirRequest* req,
+                                   vmm::ListDirResponse* out) {
+  auto entries = ListDirectory(req->path());
+  if (!entries.ok()) return ToGrpc(entries.status());
+  for (auto& e : *entries) *out->add_entries() = std::move(e);
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::MakeDir(grpc::ServerContext*, const vmm::MakeDirRequest* req,
+                                   vmm::Empty*) {
+  return ToGrpc(MakeDirectory(req->path(), req->mode(), req->parents()));
+}
+
+grpc::Status AgentService::RemovePath(grpc::ServerContext*, const vmm::RemovePathRequest* req,
+                                      vmm::Empty*) {
+  return ToGrpc(guest::RemovePath(req->path(), req->recursive()));
+}
+
+grpc::Status AgentService::Shutdown(grpc::ServerContext*,
+                                    const airlock::agent::v1::ShutdownRequest*, vmm::Empty*) {
+  // Reply first; power off a moment later so the reply leaves the channel.
+  std::thread([f = power_off_] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    f();
+  }).detach();
+  return grpc::Status::OK;
+}
+
+}  // namespace airlock::guest

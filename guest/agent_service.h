@@ -1,0 +1,50 @@
+// The gRPC surface of the guest agent (airlock.agent.v1.Agent): exec
+// streams, files, ping and shutdown. It translates between the protos and
+// ExecProcess / files.h.
+#ifndef AIRLOCK_GUEST_AGENT_SERVICE_H_
+#define AIRLOCK_GUEST_AGENT_SERVICE_H_
+
+#include <functional>
+#include <string>
+
+#include "protos/agent/v1/agent.grpc.pb.h"
+
+namespace airlock::guest {
+
+class AgentService final : public airlock::agent::v1::Agent::Service {
+ public:
+  // `power_off` is called after a Shutdown reply is sent; in the guest it
+  // stops every process, syncs and powers the VM off.
+  explicit AgentService(std::function<void()> power_off) : power_off_(std::move(power_off)) {}
+
+  grpc::Status Ping(grpc::ServerContext*, const airlock::agent::v1::PingRequest*,
+                    airlock::agent::v1::PingResponse*) override;
+  // Exec protocol: the first request is `start`; responses are started_pid,
+  // output, then exactly one `exit`. After `exit` the client closes its
+  // side, and the call ends OK.
+  grpc::Status Exec(grpc::ServerContext*,
+                    grpc::ServerReaderWriter<airlock::vmm::v1::ExecResponse,
+                                             airlock::vmm::v1::ExecRequest>*) override;
+  grpc::Status ReadFile(grpc::ServerContext*, const airlock::vmm::v1::ReadFileRequest*,
+                        grpc::ServerWriter<airlock::vmm::v1::FileChunk>*) override;
+  grpc::Status WriteFile(grpc::ServerContext*,
+                         grpc::ServerReader<airlock::vmm::v1::WriteFileRequest>*,
+                         airlock::vmm::v1::WriteFileResponse*) override;
+  grpc::Status Stat(grpc::ServerContext*, const airlock::vmm::v1::StatRequest*,
+                    airlock::vmm::v1::FileInfo*) override;
+  grpc::Status ListDir(grpc::ServerContext*, const airlock::vmm::v1::ListDirRequest*,
+                       airlock::vmm::v1::ListDirResponse*) override;
+  grpc::Status MakeDir(grpc::ServerContext*, const airlock::vmm::v1::MakeDirRequest*,
+                       airlock::vmm::v1::Empty*) override;
+  grpc::Status RemovePath(grpc::ServerContext*, const airlock::vmm::v1::RemovePathRequest*,
+                          airlock::vmm::v1::Empty*) override;
+  grpc::Status Shutdown(grpc::ServerContext*, const airlock::agent::v1::ShutdownRequest*,
+                        airlock::vmm::v1::Empty*) override;
+
+ private:
+  std::function<void()> power_off_;
+};
+
+}  // namespace airlock::guest
+
+#endif  // AIRLOCK_GUEST_AGENT_SERVICE_H_

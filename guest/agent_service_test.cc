@@ -1,0 +1,227 @@
+// Runs the agent service in this process on a real Unix socket and drives it
+// with a real gRPC client: exec (pipes and a pty), exit codes and files.
+#include "guest/agent_service.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "common/client.h"
+#include "common/testing/harness.h"
+#include "gtest/gtest.h"
+
+namespace airlock::guest {
+namespace {
+
+namespace vmm = airlock::vmm::v1;
+
+class AgentServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("unix:" + dir_.path() + "/agent.sock", grpc::InsecureServerCredentials());
+    b.RegisterService(&service_);
+    server_ = b.BuildAndStart();
+    ASSERT_TRUE(server_);
+    stub_ = airlock::agent::v1::Agent::NewStub(DialUnix(dir_.path() + "/agent.sock"));
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  struct Result {
+    std::string out, err;
+    int code = -1;
+    int64_t pid = 0;
+  };
+
+  // Exec runs a command to completion, sending `input` then EOF on stdin.
+  Result Exec(vmm::ExecStart start, const std::string& input = "",
+              const std::vector<vmm::ExecRequest>& extra = {}) {
+    grpc::ClientContext ctx;
+    auto stream = stub_->Exec(&ctx);
+    vmm::ExecRequest req;
+    *req.mutable_start() = start;
+    stream->Write(req);
+    for (const auto& e : extra) stream->Write(e);
+    if (!input.empty()) {
+      req.Clear();
+      req.set_stdin(input);
+      stream->Write(req);
+    }
+    if (start.stdin()) {
+      req.Clear();
+      req.set_stdin_eof(true);
+      stream->Write(req);
+    }
+    Result r;
+    vmm::ExecResponse resp;
+    while (stream->Read(&resp)) {
+      if (resp.has_started_pid()) r.pid = resp.started_pid();
+      r.out += resp.stdout();
+      r.err += resp.stderr();
+      if (resp.has_exit()) {
+        r.code = resp.exit().code();
+        stream->WritesDone();
+      }
+    }
+    EXPECT_TRUE(stream->Finish().ok());
+    return r;
+  }
+
+  static vmm::ExecStart Cmd(std::vector<std::string> argv) {
+    vmm::ExecStart s;
+    for (auto& a : argv) s.add_argv(a);
+    return s;
+  }
+
+  testing::ShortTempDir dir_;
+  AgentService service_{[] {}};
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<airlock::agent::v1::Agent::Stub> stub_;
+};
+
+TEST_F(AgentServiceTest, StreamsStdoutStderrAndExitCode) {
+  Result r = Exec(Cmd({"sh", "-c", "echo out; echo err >&2; exit 3"}));
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_GT(r.pid, 0);
+}
+
+TEST_F(AgentServiceTest, NotFoundIs127AndNotExecutableIs126) {
+  Result missing = Exec(Cmd({"no-such-command-xyz"}));
+  EXPECT_EQ(missing.code, 127);
+  EXPECT_NE(missing.err.find("command not found"), std::string::npos) << missing.err;
+  std::string file = dir_.path() + "/plain.txt";
+  std::ofstream(file) << "not a program";
+  chmod(file.c_str(), 0644);
+  Result noexec = Exec(Cmd({file}));
+  EXPECT_EQ(noexec.code, 126);
+}
+
+TEST_F(AgentServiceTest, StdinEnvAndWorkdir) {
+  vmm::ExecStart s = Cmd({"sh", "-c", "cat; echo \"$GREETING\"; pwd"});
+  s.set_stdin(true);
+  s.add_env("GREETING=hi there");
+  s.set_workdir(dir_.path());
+  Result r = Exec(s, "from stdin\n");
+  EXPECT_EQ(r.out, "from stdin\nhi there\n" + dir_.path() + "\n");
+  EXPECT_EQ(r.code, 0);
+}
+
+TEST_F(AgentServiceTest, MissingWorkdirIsAClearError) {
+  vmm::ExecStart s = Cmd({"true"});
+  s.set_workdir("/no/such/dir");
+  Result r = Exec(s);
+  EXPECT_EQ(r.code, 126);
+  EXPECT_NE(r.err.find("/no/such/dir"), std::string::npos) << r.err;
+}
+
+TEST_F(AgentServiceTest, SignalKillsTheProcessGroup) {
+  vmm::ExecRequest sig;
+  sig.set_signal(SIGTERM);
+  Result r = Exec(Cmd({"sleep", "30"}), "", {sig});
+  EXPECT_EQ(r.code, 128 + SIGTERM);
+}
+
+TEST_F(AgentServiceTest, TtyHasTerminalSizeAndResizes) {
+  vmm::ExecStart s = Cmd({"sh", "-c", "test -t 0 && test -t 1 && echo is-a-tty; read x; stty size"});
+  s.set_tty(true);
+  s.set_stdin(true);
+  s.mutable_size()->set_rows(40);
+  s.mutable_size()->set_cols(100);
+  // The resize is applied before the line that lets the shell go on.
+  vmm::ExecRequest resize;
+  resize.mutable_resize()->set_rows(50);
+  resize.mutable_resize()->set_cols(132);
+  Result r = Exec(s, "\n", {resize});
+  EXPECT_NE(r.out.find("is-a-tty"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("50 132"), std::string::npos) << r.out;
+  EXPECT_EQ(r.code, 0);
+}
+
+TEST_F(AgentServiceTest, TtyStartsWithRequestedSize) {
+  vmm::ExecStart s = Cmd({"stty", "size"});
+  s.set_tty(true);
+  s.mutable_size()->set_rows(40);
+  s.mutable_size()->set_cols(100);
+  Result r = Exec(s);
+  EXPECT_NE(r.out.find("40 100"), std::string::npos) << r.out;
+}
+
+TEST_F(AgentServiceTest, DetachReturnsAtOnce) {
+  vmm::ExecStart s = Cmd({"sleep", "5"});
+  s.set_detach(true);
+  auto t0 = std::chrono::steady_clock::now();
+  Result r = Exec(s);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_GT(r.pid, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+  kill(r.pid, SIGKILL);
+}
+
+TEST_F(AgentServiceTest, FilesRoundTrip) {
+  std::string path = dir_.path() + "/sub/dir";
+  grpc::ClientContext c1;
+  vmm::MakeDirRequest mk;
+  mk.set_path(path);
+  mk.set_parents(true);
+  vmm::Empty empty;
+  ASSERT_TRUE(stub_->MakeDir(&c1, mk, &empty).ok());
+
+  grpc::ClientContext c2;
+  vmm::WriteFileResponse wr;
+  auto writer = stub_->WriteFile(&c2, &wr);
+  vmm::WriteFileRequest w;
+  w.set_path(path + "/f.sh");
+  w.set_mode(0750);
+  w.set_data("#!/bin/sh\n");
+  writer->Write(w);
+  w.Clear();
+  w.set_data("echo ok\n");
+  writer->Write(w);
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_EQ(wr.bytes_written(), 18u);
+
+  grpc::ClientContext c3;
+  vmm::StatRequest st;
+  st.set_path(path + "/f.sh");
+  vmm::FileInfo info;
+  ASSERT_TRUE(stub_->Stat(&c3, st, &info).ok());
+  EXPECT_EQ(info.mode() & 0777, 0750u);
+  EXPECT_EQ(info.size(), 18u);
+
+  grpc::ClientContext c4;
+  vmm::ReadFileRequest rd;
+  rd.set_path(path + "/f.sh");
+  auto reader = stub_->ReadFile(&c4, rd);
+  std::string content;
+  vmm::FileChunk chunk;
+  while (reader->Read(&chunk)) content += chunk.data();
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(content, "#!/bin/sh\necho ok\n");
+
+  grpc::ClientContext c5;
+  vmm::ListDirRequest ls;
+  ls.set_path(path);
+  vmm::ListDirResponse listing;
+  ASSERT_TRUE(stub_->ListDir(&c5, ls, &listing).ok());
+  ASSERT_EQ(listing.entries_size(), 1);
+
+  grpc::ClientContext c6;
+  vmm::RemovePathRequest rm;
+  rm.set_path(dir_.path() + "/sub");
+  rm.set_recursive(true);
+  ASSERT_TRUE(stub_->RemovePath(&c6, rm, &empty).ok());
+  EXPECT_NE(access((dir_.path() + "/sub").c_str(), F_OK), 0);
+
+  grpc::ClientContext c7;
+  vmm::StatRequest rel;
+  rel.set_path("relative/path");
+  EXPECT_EQ(stub_->Stat(&c7, rel, &info).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace airlock::guest

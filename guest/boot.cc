@@ -1,0 +1,150 @@
+#include "guest/boot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace airlock::guest {
+namespace {
+
+absl::Status Mount(const char* src, const char* target, const char* type, unsigned long flags,
+                   const char* data) {
+  mkdir(target, 0755);
+  if (mount(src, target, type, flags, data) != 0) {
+    return absl::InternalError(absl::StrCat("mount ", type ? type : "", " ", src, " on ",
+                                            target, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+BootParams ParseBootParams(absl::string_view cmdline) {
+  BootParams p;
+  for (absl::string_view word : absl::StrSplit(cmdline, absl::ByAnyChar(" \n\t"), absl::SkipEmpty())) {
+    if (!absl::ConsumePrefix(&word, "airlock.")) continue;
+    size_t eq = word.find('=');
+    absl::string_view key = word.substr(0, eq);
+    std::string value = eq == absl::string_view::npos ? "" : std::string(word.substr(eq + 1));
+    if (key == "probe") p.probe = value == "1";
+    if (key == "hostname" && !value.empty()) p.hostname = value;
+    if (key == "root" && !value.empty()) p.root_device = value;
+    if (key == "port" && !value.empty()) p.port_name = value;
+  }
+  return p;
+}
+
+void Console(absl::string_view line) {
+  std::string l = absl::StrCat(line, "\n");
+  int fd = open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) fd = dup(STDERR_FILENO);
+  ssize_t unused = write(fd, l.data(), l.size());
+  (void)unused;
+  close(fd);
+}
+
+absl::Status MountEarly() {
+  if (absl::Status s = Mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); !s.ok()) return s;
+  if (absl::Status s = Mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); !s.ok()) return s;
+  // devtmpfs may already be mounted by the kernel (CONFIG_DEVTMPFS_MOUNT).
+  if (mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755") != 0 && errno != EBUSY) {
+    return absl::InternalError(absl::StrCat("mount devtmpfs: ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadModules(const std::string& dir) {
+  std::ifstream order(dir + "/load-order");
+  std::string name;
+  while (std::getline(order, name)) {
+    if (name.empty()) continue;
+    std::string path = dir + "/" + name;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return absl::NotFoundError(absl::StrCat("module ", path, ": ", strerror(errno)));
+    long rc = syscall(SYS_finit_module, fd, "", 0);
+    int e = errno;
+    close(fd);
+    if (rc != 0 && e != EEXIST) {
+      return absl::InternalError(absl::StrCat("loading ", name, ": ", strerror(e)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MountRoot(const std::string& device, const std::string& target) {
+  struct stat st;
+  for (int i = 0; i < 1000 && stat(device.c_str(), &st) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (stat(device.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("root disk ", device, " did not appear in 10 s"));
+  }
+  return Mount(device.c_str(), target.c_str(), "ext4", 0, nullptr);
+}
+
+absl::Status SwitchRoot(const std::string& new_root, const std::string& hostname) {
+  for (const char* m : {"/dev", "/proc", "/sys"}) {
+    std::string target = new_root + m;
+    mkdir(target.c_str(), 0755);
+    if (mount(m, target.c_str(), nullptr, MS_MOVE, nullptr) != 0) {
+      return absl::InternalError(absl::StrCat("moving ", m, ": ", strerror(errno)));
+    }
+  }
+  if (chdir(new_root.c_str()) != 0 || mount(".", "/", nullptr, MS_MOVE, nullptr) != 0 ||
+      chroot(".") != 0 || chdir("/") != 0) {
+    return absl::InternalError(absl::StrCat("switching root: ", strerror(errno)));
+  }
+  if (absl::Status s = Mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                             "gid=5,mode=620,ptmxmode=666");
+      !s.ok()) {
+    return s;
+  }
+  // /dev/ptmx must reach this devpts instance.
+  unlink("/dev/ptmx");
+  if (symlink("pts/ptmx", "/dev/ptmx") != 0) {
+    return absl::InternalError(absl::StrCat("linking /dev/ptmx: ", strerror(errno)));
+  }
+  if (absl::Status s = Mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"); !s.ok()) return s;
+  if (absl::Status s = Mount("run", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755"); !s.ok()) return s;
+  sethostname(hostname.data(), hostname.size());
+  int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (sock >= 0) {
+    struct ifreq ifr{};
+    strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+    if (ioctl(sock, SIOCGIFFLAGS, &ifr) == 0) {
+      ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+      ioctl(sock, SIOCSIFFLAGS, &ifr);
+    }
+    close(sock);
+  }
+  return absl::OkStatus();
+}
+
+void PowerOff() {
+  kill(-1, SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(-1, SIGKILL);
+  sync();
+  reboot(RB_POWER_OFF);
+  _exit(0);
+}
+
+}  // namespace airlock::guest

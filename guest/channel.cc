@@ -1,0 +1,128 @@
+#include "guest/channel.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <grpcpp/server.h>
+#include <grpcpp/server_posix.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace airlock::guest {
+namespace {
+
+// Buffer is bytes read from one side and not yet written to the other.
+struct Buffer {
+  char data[65536];
+  size_t len = 0;
+  size_t off = 0;
+  bool empty() const { return off == len; }
+};
+
+// Fill reads into an empty buffer; false on EOF or error.
+bool Fill(int fd, Buffer* b) {
+  ssize_t n = read(fd, b->data, sizeof(b->data));
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+  if (n <= 0) return false;
+  b->len = n;
+  b->off = 0;
+  return true;
+}
+
+// Drain writes what the buffer holds; false on error.
+bool Drain(int fd, Buffer* b) {
+  ssize_t n = write(fd, b->data + b->off, b->len - b->off);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+  if (n < 0) return false;
+  b->off += n;
+  return true;
+}
+
+// Pump copies bytes both ways until the host hangs up or gRPC closes its
+// end.
+void Pump(int port, int sock) {
+  Buffer to_sock, to_port;
+  while (true) {
+    pollfd fds[2] = {
+        {port, static_cast<short>((to_sock.empty() ? POLLIN : 0) | (to_port.empty() ? 0 : POLLOUT)), 0},
+        {sock, static_cast<short>((to_port.empty() ? POLLIN : 0) | (to_sock.empty() ? 0 : POLLOUT)), 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[0].revents & (POLLHUP | POLLERR)) return;  // vmmd disconnected
+    if (fds[1].revents & (POLLHUP | POLLERR)) return;
+    if ((fds[0].revents & POLLIN) && !Fill(port, &to_sock)) return;
+    if ((fds[1].revents & POLLIN) && !Fill(sock, &to_port)) return;
+    if (!to_sock.empty() && !Drain(sock, &to_sock)) return;
+    if (!to_port.empty() && !Drain(port, &to_port)) return;
+  }
+}
+
+// HostConnected is true when the port does not report hang-up.
+bool HostConnected(int port) {
+  pollfd p = {port, POLLIN, 0};
+  return poll(&p, 1, 0) >= 0 && !(p.revents & POLLHUP);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FindVirtioPort(const std::string& name) {
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    if (DIR* d = opendir("/sys/class/virtio-ports")) {
+      while (dirent* e = readdir(d)) {
+        std::ifstream f(absl::StrCat("/sys/class/virtio-ports/", e->d_name, "/name"));
+        std::string n;
+        std::getline(f, n);
+        if (absl::StripAsciiWhitespace(n) == name) {
+          std::string dev = absl::StrCat("/dev/", e->d_name);
+          closedir(d);
+          return dev;
+        }
+      }
+      closedir(d);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::NotFoundError(absl::StrCat("no virtio-serial port named ", name));
+}
+
+void ServePort(grpc::Server* server, const std::string& device,
+               const std::function<void()>& on_ready) {
+  int port = open(device.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (port < 0) {
+    on_ready();  // let the caller report; nothing can be served
+    while (true) pause();
+  }
+  on_ready();
+  while (true) {
+    while (!HostConnected(port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    fcntl(sp[0], F_SETFL, O_NONBLOCK);
+    fcntl(sp[1], F_SETFL, O_NONBLOCK);
+    grpc::AddInsecureChannelFromFd(server, sp[0]);  // gRPC owns sp[0] now
+    Pump(port, sp[1]);
+    close(sp[1]);
+    // Bytes of the old connection still queued in the port belong to a
+    // client that is gone.
+    char junk[4096];
+    while (read(port, junk, sizeof(junk)) > 0) {
+    }
+  }
+}
+
+}  // namespace airlock::guest

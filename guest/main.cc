@@ -1,0 +1,90 @@
+// airlock-agent: the guest side of a sandbox. As PID 1 of the initramfs it
+// boots the guest (modules, root disk, switch root) and serves the agent API
+// to vmmd over the sandbox's virtio-serial port. Run as an ordinary process
+// with --listen=unix:PATH it serves the same API on a Unix socket, which
+// tests use to exercise exec and files without a VM.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "guest/agent_service.h"
+#include "guest/boot.h"
+#include "guest/channel.h"
+
+namespace {
+
+using airlock::guest::Console;
+
+[[noreturn]] void Fail(const absl::Status& s) {
+  Console(absl::StrCat(airlock::guest::kFailedMarker, ": ", s.message()));
+  airlock::guest::PowerOff();
+}
+
+std::unique_ptr<grpc::Server> BuildServer(airlock::guest::AgentService* service,
+                                          const std::string& listen) {
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxSendMessageSize(64 << 20);
+  if (!listen.empty()) builder.AddListeningPort(listen, grpc::InsecureServerCredentials());
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
+int RunAsInit() {
+  signal(SIGPIPE, SIG_IGN);
+  if (absl::Status s = airlock::guest::MountEarly(); !s.ok()) Fail(s);
+  std::stringstream cmdline;
+  cmdline << std::ifstream("/proc/cmdline").rdbuf();
+  airlock::guest::BootParams params = airlock::guest::ParseBootParams(cmdline.str());
+  if (params.probe) {
+    Console(airlock::guest::kProbeMarker);
+    airlock::guest::PowerOff();
+  }
+  if (absl::Status s = airlock::guest::LoadModules("/lib/modules"); !s.ok()) Fail(s);
+  if (absl::Status s = airlock::guest::MountRoot(params.root_device, "/sysroot"); !s.ok()) Fail(s);
+  auto port = airlock::guest::FindVirtioPort(params.port_name);
+  if (!port.ok()) Fail(port.status());
+  if (absl::Status s = airlock::guest::SwitchRoot("/sysroot", params.hostname); !s.ok()) Fail(s);
+
+  airlock::guest::AgentService service([] { airlock::guest::PowerOff(); });
+  std::unique_ptr<grpc::Server> server = BuildServer(&service, "");
+  if (!server) Fail(absl::InternalError("cannot start the gRPC server"));
+  airlock::guest::ServePort(server.get(), *port,
+                            [] { Console(airlock::guest::kReadyMarker); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (getpid() == 1) return RunAsInit();
+  std::string listen;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (absl::StartsWith(a, "--listen=")) {
+      listen = a.substr(9);
+    } else {
+      std::cerr << "usage: airlock-agent --listen=unix:PATH  (as PID 1 it boots the guest)\n";
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  if (listen.empty()) {
+    std::cerr << "airlock-agent: not PID 1; give --listen=unix:PATH to serve for testing\n";
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  airlock::guest::AgentService service([] {});
+  std::unique_ptr<grpc::Server> server = BuildServer(&service, listen);
+  if (!server) {
+    std::cerr << "airlock-agent: cannot listen on " << listen << "\n";
+    return 1;
+  }
+  server->Wait();
+  return 0;
+}
