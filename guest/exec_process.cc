@@ -94,7 +94,12 @@ std::unique_ptr<ExecProcess> ExecProcess::Start(const ExecSpec& spec, ExecOutcom
   std::string workdir = spec.workdir;
   if (workdir.empty()) {
     struct stat st;
-    workdir = stat(user->home.c_str(), &st) == 0 ? user->home : "/";
+    std::string workspace = user->home + "/workspace";
+    if (stat(workspace.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      workdir = workspace;
+    } else {
+      workdir = stat(user->home.c_str(), &st) == 0 ? user->home : "/";
+    }
   }
   std::vector<std::string> env = MergeEnvironment(
       BaseEnvironment(user->name, user->home, user->shell, spec.tty), spec.env);

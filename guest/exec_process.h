@@ -22,7 +22,7 @@ struct ExecSpec {
   std::vector<std::string> env;
   // "name", "uid" or "uid:gid"; empty means agent (or root).
   std::string user;
-  // Empty means the user's home.
+  // Empty means $HOME/workspace when it exists, else $HOME.
   std::string workdir;
   bool tty = false;
   unsigned rows = 24, cols = 80;

@@ -1,13 +1,40 @@
-// vmmd: sandbox lifecycle, hypervisor processes, guest images and the agent channel.
-//
-// This release serves the daemon runtime (health, reflection, info) and the
-// airlock::vmm::v1 API, whose methods answer UNIMPLEMENTED until they are built.
+// vmmd: sandbox lifecycle, the hypervisor processes, guest images and the
+// guest agent channel. This file only reads options and wires objects.
 #include "common/daemon_runtime.h"
-#include "protos/vmm/v1/vmm.grpc.pb.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "vmmd/qemu_backend.h"
+#include "vmmd/sandbox_manager.h"
+#include "vmmd/sandbox_store.h"
+#include "vmmd/vmm_service.h"
 
 int main(int argc, char** argv) {
-  airlock::vmm::v1::Vmm::Service service;
-  return airlock::DaemonMain("vmmd", argc, argv, {}, [&](airlock::DaemonRuntime& rt) {
-    return rt.Serve({&service});
+  std::vector<airlock::OptionSpec> options = {
+      {"image-dir", "guest images built by tools/build_images.sh", airlock::DefaultImageDir()},
+      {"accel", "accelerator: auto (probe KVM, else TCG), kvm or tcg", "auto"},
+      {"boot-timeout", "seconds a boot may take before it fails", "180"},
+      {"qemu", "QEMU system emulator binary", "qemu-system-x86_64"},
+  };
+  return airlock::DaemonMain("vmmd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
+    const airlock::DaemonConfig& c = rt.config();
+    std::string accel = c.options.at("accel");
+    if (accel != "auto" && accel != "kvm" && accel != "tcg") {
+      return absl::InvalidArgumentError("--accel must be auto, kvm or tcg");
+    }
+    airlock::vmmd::ManagerOptions mo;
+    mo.state_dir = c.state_dir;
+    mo.runtime_dir = c.runtime_dir;
+    mo.image_dir = c.options.at("image-dir");
+    mo.accelerator = accel;
+    mo.boot_timeout_s = std::atoi(c.options.at("boot-timeout").c_str());
+    if (mo.boot_timeout_s <= 0) return absl::InvalidArgumentError("--boot-timeout must be > 0");
+    airlock::vmmd::SandboxStore store(&rt.state());
+    if (absl::Status s = store.Init(); !s.ok()) return s;
+    airlock::vmmd::SandboxManager manager(
+        mo, &store, std::make_unique<airlock::vmmd::QemuBackend>(c.options.at("qemu")),
+        airlock::vmmd::HostFacts::Read());
+    if (absl::Status s = manager.Recover(); !s.ok()) return s;
+    airlock::vmmd::VmmService service(&manager, mo.image_dir);
+    return rt.Serve({&service}, [&] { manager.Shutdown(); });
   });
 }

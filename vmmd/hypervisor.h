@@ -1,0 +1,60 @@
+// The interface between vmmd and a virtual machine monitor. QEMU microvm is
+// the implementation today (qemu_backend.h); Cloud Hypervisor or
+// Firecracker can implement the same calls.
+#ifndef AIRLOCK_VMMD_HYPERVISOR_H_
+#define AIRLOCK_VMMD_HYPERVISOR_H_
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace airlock::vmmd {
+
+// VmConfig is everything needed to boot one sandbox's VM.
+struct VmConfig {
+  // Sandbox name; becomes the guest's hostname.
+  std::string name;
+  // Directory of the sandbox's files (disk, logs).
+  std::string dir;
+  std::string kernel;
+  std::string initrd;
+  // The sandbox's copy-on-write root disk.
+  std::string disk;
+  uint32_t cpus = 1;
+  uint64_t memory_mib = 512;
+  // "kvm" or "tcg".
+  std::string accelerator;
+  // Unix socket the host side of the agent channel listens on.
+  std::string agent_socket;
+  // File receiving the guest console.
+  std::string console_log;
+  // File receiving the VMM's own messages.
+  std::string vmm_log;
+};
+
+// Hypervisor starts VMs as processes that outlive vmmd (so a restarted vmmd
+// can reattach) and recognizes them again later.
+class Hypervisor {
+ public:
+  virtual ~Hypervisor() = default;
+
+  // Launch starts the VM and returns the pid of its process.
+  virtual absl::StatusOr<pid_t> Launch(const VmConfig& config) = 0;
+
+  // Marker is a string found in the command line of the VM process of
+  // `config` and of no other process.
+  virtual std::string Marker(const VmConfig& config) const = 0;
+
+  // ProbeAccelerator boots `kernel`/`initrd` once with hardware
+  // acceleration and says whether the guest reached its init. Returns
+  // "kvm" or "tcg" and a sentence saying why.
+  virtual std::pair<std::string, std::string> ProbeAccelerator(const std::string& kernel,
+                                                               const std::string& initrd,
+                                                               const std::string& work_dir) = 0;
+};
+
+}  // namespace airlock::vmmd
+
+#endif  // AIRLOCK_VMMD_HYPERVISOR_H_

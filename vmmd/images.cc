@@ -1,0 +1,99 @@
+#include "vmmd/images.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/subprocess.h"
+
+namespace airlock::vmmd {
+namespace {
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+std::string FirstLine(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return std::string(absl::StripAsciiWhitespace(line));
+}
+
+constexpr char kBuildHint[] = "; build them with: sudo tools/build_images.sh (or tools/setup.sh)";
+
+}  // namespace
+
+absl::StatusOr<GuestImages> LocateGuestImages(const std::string& image_dir) {
+  GuestImages g;
+  std::string kdir = image_dir + "/kernel";
+  g.kernel = Exists(kdir + "/vmlinux") ? kdir + "/vmlinux" : kdir + "/vmlinuz";
+  g.initrd = image_dir + "/initramfs/initramfs.cpio";
+  g.release = FirstLine(kdir + "/release");
+  if (!Exists(g.kernel) || g.release.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no guest kernel in ", kdir, kBuildHint));
+  }
+  if (!Exists(g.initrd)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no guest initramfs at ", g.initrd, kBuildHint));
+  }
+  return g;
+}
+
+absl::StatusOr<TemplateImage> LocateTemplate(const std::string& image_dir,
+                                             const std::string& name) {
+  TemplateImage t;
+  t.name = name.empty() ? "base" : name;
+  if (t.name.find('/') != std::string::npos || t.name[0] == '.') {
+    return absl::InvalidArgumentError(absl::StrCat("invalid template name \"", t.name, "\""));
+  }
+  std::string dir = absl::StrCat(image_dir, "/templates/", t.name);
+  t.disk = dir + "/disk.raw";
+  t.digest = FirstLine(dir + "/digest");
+  struct stat st;
+  if (stat(t.disk.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("template \"", t.name, "\" is not built (no ",
+                                            t.disk, ")", kBuildHint));
+  }
+  t.disk_bytes = st.st_blocks * 512;
+  return t;
+}
+
+std::vector<TemplateImage> ListTemplates(const std::string& image_dir) {
+  std::vector<TemplateImage> out;
+  DIR* d = opendir((image_dir + "/templates").c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.empty() || n[0] == '.' || n.find(".tmp") != std::string::npos) continue;
+    auto t = LocateTemplate(image_dir, n);
+    if (t.ok()) out.push_back(*t);
+  }
+  closedir(d);
+  return out;
+}
+
+absl::Status CreateOverlay(const std::string& base, const std::string& path) {
+  std::string tmp = path + ".tmp";
+  unlink(tmp.c_str());
+  CommandResult r = RunCommand(
+      {"qemu-img", "create", "-q", "-f", "qcow2", "-b", base, "-F", "raw", tmp}, {}, "", 60);
+  if (r.exit_code != 0) {
+    return absl::InternalError(absl::StrCat("qemu-img create ", path, ": ", r.err));
+  }
+  // Renamed into place only when complete: a crash never leaves a half disk
+  // under the real name.
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace airlock::vmmd

@@ -1,0 +1,85 @@
+#include "vmmd/qemu_backend.h"
+
+#include <algorithm>
+
+#include "gtest/gtest.h"
+
+namespace airlock::vmmd {
+namespace {
+
+VmConfig Config() {
+  VmConfig c;
+  c.name = "box1";
+  c.dir = "/state/sandboxes/box1";
+  c.kernel = "/img/kernel/vmlinux";
+  c.initrd = "/img/initramfs/initramfs.cpio";
+  c.disk = "/state/sandboxes/box1/disk.qcow2";
+  c.cpus = 2;
+  c.memory_mib = 1024;
+  c.accelerator = "tcg";
+  c.agent_socket = "/run/airlock/vms/box1.sock";
+  c.console_log = "/state/sandboxes/box1/console.log";
+  c.vmm_log = "/state/sandboxes/box1/vmm.log";
+  return c;
+}
+
+std::string After(const std::vector<std::string>& args, const std::string& flag) {
+  auto it = std::find(args.begin(), args.end(), flag);
+  return it == args.end() || it + 1 == args.end() ? "" : *(it + 1);
+}
+
+TEST(QemuBackendTest, MicrovmWithoutNetworkAndWithAgentChannel) {
+  QemuBackend q("qemu-system-x86_64");
+  auto args = q.Args(Config());
+  EXPECT_EQ(After(args, "-M"), "microvm");
+  EXPECT_EQ(After(args, "-accel"), "tcg");
+  EXPECT_EQ(After(args, "-smp"), "2");
+  EXPECT_EQ(After(args, "-m"), "1024M");
+  EXPECT_NE(std::find(args.begin(), args.end(), "-nodefaults"), args.end());
+  for (const auto& a : args) {
+    EXPECT_EQ(a.find("-netdev"), std::string::npos) << "the guest must have no NIC";
+    EXPECT_EQ(a.find("virtio-net"), std::string::npos);
+  }
+  std::string joined;
+  for (const auto& a : args) joined += a + " ";
+  EXPECT_NE(joined.find("socket,id=agent,path=/run/airlock/vms/box1.sock,server=on,wait=off"),
+            std::string::npos);
+  EXPECT_NE(joined.find("virtserialport,chardev=agent,name=airlock.agent"), std::string::npos);
+  EXPECT_NE(joined.find(q.Marker(Config())), std::string::npos);
+}
+
+TEST(QemuBackendTest, KvmUsesHostCpuAndNoTscHint) {
+  VmConfig c = Config();
+  c.accelerator = "kvm";
+  auto args = QemuBackend().Args(c);
+  EXPECT_EQ(After(args, "-accel"), "kvm");
+  EXPECT_EQ(After(args, "-cpu"), "host");
+  EXPECT_EQ(After(args, "-append").find("tsc_early_khz"), std::string::npos);
+}
+
+TEST(QemuBackendTest, MarkerOfOneSandboxIsNotInAnothersCommandLine) {
+  VmConfig a = Config();
+  VmConfig b = Config();
+  b.disk = "/state/sandboxes/box10/disk.qcow2";
+  QemuBackend q;
+  std::string joined;
+  for (const auto& s : q.Args(b)) joined += s + " ";
+  EXPECT_EQ(joined.find(q.Marker(a)), std::string::npos);
+}
+
+TEST(KernelCmdlineTest, CarriesTscAndName) {
+  std::string c = KernelCmdline("box1", 2445408, false);
+  EXPECT_NE(c.find("tsc_early_khz=2445408"), std::string::npos);
+  EXPECT_NE(c.find("lpj=9781632"), std::string::npos);
+  EXPECT_NE(c.find("airlock.hostname=box1"), std::string::npos);
+  EXPECT_EQ(c.find("airlock.probe"), std::string::npos);
+  EXPECT_NE(KernelCmdline("p", 0, true).find("airlock.probe=1"), std::string::npos);
+}
+
+TEST(HostTscTest, ReadsAValueOnThisHost) {
+  // Every x86 Linux host shows a TSC or CPU frequency somewhere.
+  EXPECT_GT(HostTscKhz(), 100000u);
+}
+
+}  // namespace
+}  // namespace airlock::vmmd

@@ -1,0 +1,696 @@
+#include "vmmd/sandbox_manager.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/client.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/status.h"
+#include "common/subprocess.h"
+#include "protos/agent/v1/agent.grpc.pb.h"
+#include "vmmd/images.h"
+
+namespace airlock::vmmd {
+
+namespace vmm = airlock::vmm::v1;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream b;
+  b << f.rdbuf();
+  return b.str();
+}
+
+// Tail is the last `lines` lines of a file.
+std::string Tail(const std::string& path, int lines) {
+  std::string text = Slurp(path);
+  size_t pos = text.size();
+  for (int i = 0; i <= lines && pos != std::string::npos && pos > 0; ++i) {
+    pos = text.rfind('\n', pos - 1);
+  }
+  return pos == std::string::npos ? text : text.substr(pos + 1);
+}
+
+std::string StateName(vmm::SandboxState s) {
+  std::string n = vmm::SandboxState_Name(s);
+  for (char& c : n) c = static_cast<char>(tolower(c));
+  return n;
+}
+
+bool RemoveTree(const std::string& path) {
+  return RunCommand({"rm", "-rf", "--one-file-system", path}, {}, "", 120).exit_code == 0;
+}
+
+}  // namespace
+
+SandboxManager::SandboxManager(ManagerOptions options, SandboxStore* store,
+                               std::unique_ptr<Hypervisor> hypervisor, HostFacts host)
+    : options_(std::move(options)),
+      store_(store),
+      hypervisor_(std::move(hypervisor)),
+      host_(host) {}
+
+SandboxManager::~SandboxManager() {
+  stopping_ = true;
+  changed_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  std::unique_lock<std::mutex> lock(workers_mu_);
+  workers_done_.wait(lock, [&] { return workers_ == 0; });
+}
+
+std::string SandboxManager::SandboxDir(const std::string& name) const {
+  return absl::StrCat(options_.state_dir, "/sandboxes/", name);
+}
+
+VmConfig SandboxManager::ConfigFor(const vmm::Sandbox& sb) const {
+  VmConfig c;
+  c.name = sb.spec().name();
+  c.dir = SandboxDir(c.name);
+  c.disk = c.dir + "/disk.qcow2";
+  c.cpus = sb.cpus();
+  c.memory_mib = sb.memory_mib();
+  c.accelerator = sb.accelerator();
+  c.agent_socket = absl::StrCat(options_.runtime_dir, "/vms/", c.name, ".sock");
+  c.console_log = c.dir + "/console.log";
+  c.vmm_log = c.dir + "/vmm.log";
+  return c;
+}
+
+void SandboxManager::StartWorker(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(workers_mu_);
+    ++workers_;
+  }
+  std::thread([this, fn = std::move(fn)] {
+    fn();
+    std::lock_guard<std::mutex> lock(workers_mu_);
+    --workers_;
+    workers_done_.notify_all();
+  }).detach();
+}
+
+absl::Status SandboxManager::Update(const std::string& name, const std::string& progress,
+                                    const std::function<void(vmm::Sandbox&)>& mutate) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(name);
+  if (it == records_.end()) return absl::NotFoundError(absl::StrCat("no sandbox named ", name));
+  vmm::Sandbox next = it->second.sb;
+  mutate(next);
+  if (absl::Status s = store_->Put(next); !s.ok()) return s;
+  it->second.sb = next;
+  it->second.progress = progress;
+  ++it->second.version;
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<vmm::Sandbox> SandboxManager::Begin(const std::string& name,
+                                                   const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(name);
+  if (it == records_.end()) {
+    return absl::NotFoundError(absl::StrCat("no sandbox named \"", name,
+                                            "\" (see `airlock ls`)"));
+  }
+  if (it->second.busy) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sandbox ", name, " is ", StateName(it->second.sb.state()), "; cannot ", what,
+        " it now (try again when it is running, or `airlock rm -f ", name, "`)"));
+  }
+  it->second.busy = true;
+  it->second.cancel = false;
+  return it->second.sb;
+}
+
+void SandboxManager::End(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(name);
+  if (it != records_.end()) it->second.busy = false;
+  changed_.notify_all();
+}
+
+std::string SandboxManager::Accelerator() {
+  std::lock_guard<std::mutex> lock(accel_mu_);
+  if (!accelerator_.empty()) return accelerator_;
+  if (options_.accelerator != "auto") return accelerator_ = options_.accelerator;
+  auto images = LocateGuestImages(options_.image_dir);
+  if (!images.ok()) return "tcg";
+  // One probe per host boot and kernel: the answer cannot change otherwise.
+  std::string boot_id = Slurp("/proc/sys/kernel/random/boot_id");
+  struct stat st {};
+  stat(images->kernel.c_str(), &st);
+  std::string key = absl::StrCat("accel:", boot_id.substr(0, 36), ":", images->release, ":",
+                                  st.st_mtime);
+  auto cached = store_->Setting(key);
+  if (cached.ok() && !cached->empty()) return accelerator_ = *cached;
+  AIRLOCK_LOG_INFO("probing KVM");
+  auto [accel, why] = hypervisor_->ProbeAccelerator(images->kernel, images->initrd,
+                                                    options_.state_dir);
+  AIRLOCK_LOG_INFO("accelerator chosen", {{"accelerator", accel}, {"reason", why}});
+  (void)store_->SetSetting(key, accel);
+  return accelerator_ = accel;
+}
+
+absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec_in, bool start) {
+  vmm::SandboxSpec spec = spec_in;
+  if (spec.agent().empty()) spec.set_agent("shell");
+  if (spec.agent() != "shell") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown agent \"", spec.agent(), "\"; this release has: shell"));
+  }
+  if (spec.name().empty()) {
+    std::random_device rd;
+    spec.set_name(absl::StrCat(spec.agent(), "-", absl::Hex(rd() & 0xffffff, absl::kZeroPad6)));
+  }
+  if (absl::Status s = ValidateName(spec.name()); !s.ok()) return s;
+  auto res = ResolveResources(spec.cpus(), spec.memory_mib(), spec.size(), host_);
+  if (!res.ok()) return res.status();
+  if (!spec.mounts().empty() || spec.clone()) {
+    return absl::UnimplementedError(
+        "sharing host paths (direct and clone mode) is not built yet in this release");
+  }
+  if (!spec.ports().empty()) {
+    return absl::UnimplementedError("publishing ports is not built yet in this release");
+  }
+  if (!spec.kits().empty()) {
+    return absl::UnimplementedError("kits are not built yet in this release");
+  }
+  auto images = LocateGuestImages(options_.image_dir);
+  if (!images.ok()) return images.status();
+  auto tmpl = LocateTemplate(options_.image_dir, spec.template_());
+  if (!tmpl.ok()) return tmpl.status();
+  spec.set_template_(tmpl->name);
+
+  vmm::Sandbox sb;
+  *sb.mutable_spec() = spec;
+  sb.set_state(vmm::CREATING);
+  sb.set_created_at(time(nullptr));
+  sb.set_cpus(res->cpus);
+  sb.set_memory_mib(res->memory_mib);
+  sb.set_console_log(SandboxDir(spec.name()) + "/console.log");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (records_.count(spec.name())) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
+          "remove it with `airlock rm ", spec.name(), "`"));
+    }
+    if (absl::Status s = store_->Insert(sb); !s.ok()) return s;
+    Record& r = records_[spec.name()];
+    r.sb = sb;
+    r.busy = true;
+    r.progress = "preparing disk";
+    changed_.notify_all();
+  }
+  std::string name = spec.name();
+  StartWorker([this, name, start, base = tmpl->disk] {
+    std::string dir = SandboxDir(name);
+    absl::Status s = MakeDirs(dir, 0700);
+    if (s.ok()) s = CreateOverlay(base, dir + "/disk.qcow2");
+    if (!s.ok()) {
+      (void)Update(name, "", [&](vmm::Sandbox& sb) {
+        sb.set_state(vmm::FAILED);
+        sb.set_failure(absl::StrCat("cannot prepare the disk: ", s.message()));
+      });
+      End(name);
+      return;
+    }
+    if (!start) {
+      (void)Update(name, "", [](vmm::Sandbox& sb) { sb.set_state(vmm::STOPPED); });
+      End(name);
+      return;
+    }
+    Boot(name, true);
+  });
+  return sb;
+}
+
+void SandboxManager::Boot(const std::string& name, bool launch) {
+  absl::Status s = BootSteps(name, launch);
+  if (!s.ok()) {
+    vmm::Sandbox sb;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sb = records_[name].sb;
+    }
+    KillVm(sb);
+    bool cancelled = s.code() == absl::StatusCode::kCancelled;
+    (void)Update(name, "", [&](vmm::Sandbox& sb) {
+      sb.set_state(cancelled ? vmm::STOPPED : vmm::FAILED);
+      sb.set_failure(cancelled ? "" : std::string(s.message()));
+      sb.set_vmm_pid(0);
+    });
+    if (!cancelled) {
+      AIRLOCK_LOG_WARN("boot failed", {{"sandbox", name}, {"reason", std::string(s.message())}});
+    }
+  }
+  End(name);
+}
+
+absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
+  vmm::Sandbox sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+  }
+  pid_t pid = static_cast<pid_t>(sb.vmm_pid());
+  if (launch) {
+    auto images = LocateGuestImages(options_.image_dir);
+    if (!images.ok()) return images.status();
+    std::string dir = SandboxDir(name);
+    struct stat st;
+    if (stat((dir + "/disk.qcow2").c_str(), &st) != 0) {
+      // A create interrupted by a vmmd crash left no disk: make it now.
+      auto tmpl = LocateTemplate(options_.image_dir, sb.spec().template_());
+      if (!tmpl.ok()) return tmpl.status();
+      if (absl::Status s = MakeDirs(dir, 0700); !s.ok()) return s;
+      if (absl::Status s = CreateOverlay(tmpl->disk, dir + "/disk.qcow2"); !s.ok()) return s;
+    }
+    (void)Update(name, "choosing accelerator", [](vmm::Sandbox&) {});
+    std::string accel = Accelerator();
+    sb.set_accelerator(accel);
+    VmConfig config = ConfigFor(sb);
+    config.kernel = images->kernel;
+    config.initrd = images->initrd;
+    if (absl::Status s = MakeDirs(options_.runtime_dir + "/vms", 0700); !s.ok()) return s;
+    unlink(config.agent_socket.c_str());
+    // The previous boot's console is kept beside the new one.
+    rename(config.console_log.c_str(), (config.console_log + ".1").c_str());
+    unlink(config.vmm_log.c_str());
+    auto launched = hypervisor_->Launch(config);
+    if (!launched.ok()) return launched.status();
+    pid = *launched;
+    absl::Status s = Update(name, "booting kernel", [&](vmm::Sandbox& sb) {
+      sb.set_state(vmm::STARTING);
+      sb.set_failure("");
+      sb.set_accelerator(accel);
+      sb.set_vmm_pid(pid);
+      sb.set_kernel(images->release);
+    });
+    if (!s.ok()) return s;
+  }
+  return WaitForAgent(name, pid);
+}
+
+absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid) {
+  vmm::Sandbox sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+  }
+  VmConfig config = ConfigFor(sb);
+  auto deadline = steady_clock::now() + seconds(options_.boot_timeout_s);
+  auto cancelled = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return records_[name].cancel || stopping_;
+  };
+  // The agent announces on the console that its port is open; connecting
+  // earlier would queue bytes for a guest that is not listening yet.
+  bool ready = false;
+  while (!ready) {
+    if (cancelled()) return absl::CancelledError("boot cancelled");
+    if (!ProcessAlive(pid)) {
+      return absl::UnavailableError(FailureReason(name, "the hypervisor exited during boot"));
+    }
+    std::string console = Slurp(config.console_log);
+    size_t failed = console.find("AIRLOCK-AGENT-FAILED");
+    if (failed != std::string::npos) {
+      return absl::UnavailableError(FailureReason(
+          name, console.substr(failed, console.find('\n', failed) - failed)));
+    }
+    ready = console.find("AIRLOCK-AGENT-READY") != std::string::npos;
+    if (steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(FailureReason(
+          name, absl::StrCat("the guest agent did not start within ", options_.boot_timeout_s,
+                             " s")));
+    }
+    if (!ready) std::this_thread::sleep_for(milliseconds(20));
+  }
+  (void)Update(name, "waiting for agent", [](vmm::Sandbox&) {});
+  std::shared_ptr<grpc::Channel> channel = DialUnix(config.agent_socket);
+  auto stub = airlock::agent::v1::Agent::NewStub(channel);
+  grpc::Status last;
+  while (steady_clock::now() < deadline) {
+    if (cancelled()) return absl::CancelledError("boot cancelled");
+    if (!ProcessAlive(pid)) {
+      return absl::UnavailableError(FailureReason(name, "the hypervisor exited during boot"));
+    }
+    grpc::ClientContext ctx;
+    DeadlineAfter(ctx, seconds(2));
+    airlock::agent::v1::PingResponse pong;
+    last = stub->Ping(&ctx, {}, &pong);
+    if (last.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        records_[name].agent = channel;
+      }
+      return Update(name, "", [&](vmm::Sandbox& sb) {
+        sb.set_state(vmm::RUNNING);
+        sb.set_kernel(pong.kernel());
+      });
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return absl::DeadlineExceededError(FailureReason(
+      name, absl::StrCat("the guest agent does not answer: ", last.error_message())));
+}
+
+std::string SandboxManager::FailureReason(const std::string& name, const std::string& what) const {
+  std::string dir = SandboxDir(name);
+  std::string out = what;
+  std::string vmm_log = Tail(dir + "/vmm.log", 5);
+  if (!vmm_log.empty()) absl::StrAppend(&out, "\nhypervisor log:\n", vmm_log);
+  absl::StrAppend(&out, "\nconsole (", dir, "/console.log):\n", Tail(dir + "/console.log", 15));
+  return out;
+}
+
+pid_t SandboxManager::FindVm(const vmm::Sandbox& sb) const {
+  std::string marker = hypervisor_->Marker(ConfigFor(sb));
+  pid_t pid = static_cast<pid_t>(sb.vmm_pid());
+  if (pid > 0 && ProcessAlive(pid) &&
+      ProcessCmdline(pid).find(marker) != std::string::npos) {
+    return pid;
+  }
+  std::vector<pid_t> found = ProcessesMatching(marker);
+  return found.empty() ? 0 : found.front();
+}
+
+void SandboxManager::KillVm(const vmm::Sandbox& sb) {
+  std::string marker = hypervisor_->Marker(ConfigFor(sb));
+  for (pid_t pid : ProcessesMatching(marker)) {
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 250 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
+  }
+}
+
+absl::StatusOr<vmm::Sandbox> SandboxManager::Start(const std::string& name) {
+  auto sb = Begin(name, "start");
+  if (!sb.ok()) return sb.status();
+  if (sb->state() == vmm::RUNNING) {
+    End(name);
+    return *sb;
+  }
+  absl::Status s = Update(name, "starting", [](vmm::Sandbox& sb) {
+    sb.set_state(vmm::STARTING);
+    sb.set_failure("");
+  });
+  if (!s.ok()) {
+    End(name);
+    return s;
+  }
+  StartWorker([this, name] { Boot(name, true); });
+  return Get(name);
+}
+
+absl::StatusOr<vmm::Sandbox> SandboxManager::Stop(const std::string& name, int timeout_s) {
+  auto sb = Begin(name, "stop");
+  if (!sb.ok()) return sb.status();
+  if (sb->state() != vmm::RUNNING) {
+    End(name);
+    return *sb;
+  }
+  (void)Update(name, "stopping", [](vmm::Sandbox& sb) { sb.set_state(vmm::STOPPING); });
+  std::shared_ptr<grpc::Channel> channel;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    channel = records_[name].agent;
+  }
+  pid_t pid = FindVm(*sb);
+  if (channel != nullptr && pid > 0) {
+    auto stub = airlock::agent::v1::Agent::NewStub(channel);
+    grpc::ClientContext ctx;
+    DeadlineAfter(ctx, seconds(3));
+    vmm::Empty empty;
+    (void)stub->Shutdown(&ctx, {}, &empty);
+  }
+  auto deadline = steady_clock::now() + seconds(timeout_s > 0 ? timeout_s : 10);
+  while (pid > 0 && ProcessAlive(pid) && steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  if (pid > 0 && ProcessAlive(pid)) {
+    AIRLOCK_LOG_WARN("guest did not power off; killing the VM", {{"sandbox", name}});
+    KillVm(*sb);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    records_[name].agent.reset();
+  }
+  unlink(ConfigFor(*sb).agent_socket.c_str());
+  absl::Status s = Update(name, "", [](vmm::Sandbox& sb) {
+    sb.set_state(vmm::STOPPED);
+    sb.set_vmm_pid(0);
+  });
+  End(name);
+  if (!s.ok()) return s;
+  return Get(name);
+}
+
+absl::Status SandboxManager::Remove(const std::string& name, bool force) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = records_.find(name);
+    if (it == records_.end()) {
+      return absl::NotFoundError(absl::StrCat("no sandbox named \"", name, "\" (see `airlock ls`)"));
+    }
+    vmm::SandboxState st = it->second.sb.state();
+    bool active = st == vmm::RUNNING || st == vmm::STARTING || st == vmm::CREATING ||
+                  st == vmm::STOPPING || it->second.busy;
+    if (active && !force) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "sandbox ", name, " is ", StateName(st), "; stop it first (`airlock stop ", name,
+          "`) or remove it with `airlock rm -f ", name, "`"));
+    }
+    // A boot in progress gives up; wait until it has.
+    it->second.cancel = true;
+    changed_.wait(lock, [&] { return !records_[name].busy; });
+    records_[name].busy = true;
+  }
+  vmm::Sandbox sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+    records_[name].agent.reset();
+  }
+  KillVm(sb);
+  VmConfig config = ConfigFor(sb);
+  unlink(config.agent_socket.c_str());
+  if (!RemoveTree(SandboxDir(name))) {
+    End(name);
+    return absl::InternalError(absl::StrCat("cannot remove ", SandboxDir(name)));
+  }
+  if (absl::Status s = store_->Delete(name); !s.ok()) {
+    End(name);
+    return s;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  records_.erase(name);
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<vmm::Sandbox> SandboxManager::Get(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(name);
+  if (it == records_.end()) {
+    return absl::NotFoundError(absl::StrCat("no sandbox named \"", name, "\" (see `airlock ls`)"));
+  }
+  return it->second.sb;
+}
+
+std::vector<vmm::Sandbox> SandboxManager::List() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<vmm::Sandbox> out;
+  for (const auto& [name, r] : records_) out.push_back(r.sb);
+  return out;
+}
+
+absl::Status SandboxManager::Watch(
+    const std::string& name,
+    const std::function<bool(const vmm::Sandbox&, const std::string&)>& on_change,
+    const std::function<bool()>& cancelled) {
+  uint64_t seen = UINT64_MAX;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cancelled() && !stopping_) {
+    auto it = records_.find(name);
+    if (it == records_.end()) {
+      return seen == UINT64_MAX ? absl::NotFoundError(absl::StrCat("no sandbox named ", name))
+                                : absl::OkStatus();
+    }
+    if (it->second.version != seen) {
+      seen = it->second.version;
+      vmm::Sandbox sb = it->second.sb;
+      std::string progress = it->second.progress;
+      lock.unlock();
+      bool more = on_change(sb, progress);
+      lock.lock();
+      if (!more) return absl::OkStatus();
+      continue;
+    }
+    changed_.wait_for(lock, milliseconds(500));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> SandboxManager::AgentChannel(
+    const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(name);
+  if (it == records_.end()) {
+    return absl::NotFoundError(absl::StrCat("no sandbox named \"", name, "\" (see `airlock ls`)"));
+  }
+  if (it->second.sb.state() != vmm::RUNNING || it->second.agent == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sandbox ", name, " is ", StateName(it->second.sb.state()), ", not running (`airlock start ",
+        name, "`)"));
+  }
+  return it->second.agent;
+}
+
+absl::Status SandboxManager::Recover() {
+  if (absl::Status s = MakeDirs(options_.state_dir + "/sandboxes", 0700); !s.ok()) return s;
+  auto all = store_->LoadAll();
+  if (!all.ok()) return all.status();
+  std::vector<std::pair<std::string, pid_t>> reattach;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& sb : *all) records_[sb.spec().name()].sb = sb;
+  }
+  for (const auto& sb : *all) {
+    const std::string& name = sb.spec().name();
+    pid_t pid = FindVm(sb);
+    switch (sb.state()) {
+      case vmm::RUNNING:
+      case vmm::STARTING:
+        if (pid > 0) {
+          reattach.emplace_back(name, pid);
+        } else {
+          std::string console = Slurp(ConfigFor(sb).console_log);
+          bool powered_off = console.find("reboot: Power down") != std::string::npos;
+          (void)Update(name, "", [&](vmm::Sandbox& s) {
+            s.set_state(powered_off ? vmm::STOPPED : vmm::FAILED);
+            s.set_vmm_pid(0);
+            if (!powered_off) {
+              s.set_failure(FailureReason(name, "the VM exited while vmmd was not running"));
+            }
+          });
+        }
+        break;
+      case vmm::CREATING:
+        if (pid > 0) KillVm(sb);
+        unlink((SandboxDir(name) + "/disk.qcow2.tmp").c_str());
+        (void)Update(name, "", [](vmm::Sandbox& s) {
+          s.set_state(vmm::FAILED);
+          s.set_failure("vmmd stopped while the sandbox was being created; "
+                        "`airlock start` finishes it");
+        });
+        break;
+      default:
+        if (pid > 0) KillVm(sb);
+        if (sb.state() == vmm::STOPPING) {
+          (void)Update(name, "", [](vmm::Sandbox& s) {
+            s.set_state(vmm::STOPPED);
+            s.set_vmm_pid(0);
+          });
+        }
+        break;
+    }
+  }
+  // VM processes of this state dir that no stored sandbox owns (a crash
+  // between launch and the state write) are killed.
+  std::string prefix = absl::StrCat("file=", options_.state_dir, "/sandboxes/");
+  for (pid_t pid : ProcessesMatching(prefix)) {
+    std::string cmd = ProcessCmdline(pid);
+    if (cmd.find("qemu") == std::string::npos) continue;
+    bool owned = false;
+    for (const auto& sb : *all) {
+      if (cmd.find(hypervisor_->Marker(ConfigFor(sb))) != std::string::npos) owned = true;
+    }
+    if (!owned) {
+      AIRLOCK_LOG_WARN("killing an orphan VM", {{"pid", std::to_string(pid)}});
+      kill(pid, SIGKILL);
+    }
+  }
+  for (const auto& [name, pid] : reattach) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      records_[name].busy = true;
+    }
+    AIRLOCK_LOG_INFO("reattaching", {{"sandbox", name}, {"pid", std::to_string(pid)}});
+    (void)Update(name, "reattaching", [&](vmm::Sandbox& s) { s.set_vmm_pid(pid); });
+    StartWorker([this, name = name] { Boot(name, false); });
+  }
+  monitor_ = std::thread([this] { Monitor(); });
+  return absl::OkStatus();
+}
+
+void SandboxManager::Monitor() {
+  while (!stopping_) {
+    std::vector<vmm::Sandbox> running;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait_for(lock, milliseconds(500));
+      for (const auto& [name, r] : records_) {
+        if (!r.busy && r.sb.state() == vmm::RUNNING) running.push_back(r.sb);
+      }
+    }
+    for (const auto& sb : running) {
+      if (FindVm(sb) > 0) continue;
+      const std::string& name = sb.spec().name();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = records_.find(name);
+        if (it == records_.end() || it->second.busy || it->second.sb.state() != vmm::RUNNING) continue;
+        it->second.agent.reset();
+      }
+      std::string console = Slurp(ConfigFor(sb).console_log);
+      bool powered_off = console.find("reboot: Power down") != std::string::npos;
+      AIRLOCK_LOG_WARN("VM exited", {{"sandbox", name}, {"powered_off", powered_off ? "yes" : "no"}});
+      (void)Update(name, "", [&](vmm::Sandbox& s) {
+        s.set_state(powered_off ? vmm::STOPPED : vmm::FAILED);
+        s.set_vmm_pid(0);
+        if (!powered_off) s.set_failure(FailureReason(name, "the VM exited unexpectedly"));
+      });
+    }
+  }
+}
+
+void SandboxManager::Shutdown() {
+  std::vector<std::string> names;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [name, r] : records_) {
+      if (r.busy) r.cancel = true;
+      if (r.sb.state() == vmm::RUNNING || r.busy) names.push_back(name);
+    }
+  }
+  std::vector<std::thread> stops;
+  for (const auto& name : names) {
+    stops.emplace_back([this, name] {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        changed_.wait_for(lock, seconds(20), [&] { return !records_[name].busy; });
+      }
+      (void)Stop(name, 10);
+    });
+  }
+  for (auto& t : stops) t.join();
+  stopping_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace airlock::vmmd

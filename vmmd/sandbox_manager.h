@@ -1,0 +1,133 @@
+// Sandbox lifecycle: create (asynchronous), start, stop, remove, the state
+// machine, reattaching to running VMs after a vmmd restart, and noticing VMs
+// that exit on their own. No gRPC surface here (see vmm_service.h); the
+// guest agent's channel is handed out to the service for exec and files.
+#ifndef AIRLOCK_VMMD_SANDBOX_MANAGER_H_
+#define AIRLOCK_VMMD_SANDBOX_MANAGER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "protos/vmm/v1/vmm.pb.h"
+#include "vmmd/hypervisor.h"
+#include "vmmd/resources.h"
+#include "vmmd/sandbox_store.h"
+
+namespace airlock::vmmd {
+
+struct ManagerOptions {
+  std::string state_dir;
+  std::string runtime_dir;
+  std::string image_dir;
+  // "auto" (probe KVM, fall back to TCG), "kvm" or "tcg".
+  std::string accelerator = "auto";
+  // Seconds a boot may take until the agent answers.
+  int boot_timeout_s = 180;
+};
+
+class SandboxManager {
+ public:
+  SandboxManager(ManagerOptions options, SandboxStore* store,
+                 std::unique_ptr<Hypervisor> hypervisor, HostFacts host);
+  ~SandboxManager();
+
+  // Recover loads the stored sandboxes, reattaches to VMs that still run,
+  // marks the others with a reason, kills VM processes nobody owns, and
+  // starts the monitor. Call once before serving.
+  absl::Status Recover();
+
+  // Shutdown stops every running sandbox (vmmd is stopping).
+  void Shutdown();
+
+  // Create validates and records the sandbox (state CREATING) and returns at
+  // once; preparing its disk and, with `start`, booting happen in the
+  // background. Bad input changes nothing.
+  absl::StatusOr<airlock::vmm::v1::Sandbox> Create(const airlock::vmm::v1::SandboxSpec& spec,
+                                                   bool start);
+  absl::StatusOr<airlock::vmm::v1::Sandbox> Get(const std::string& name);
+  std::vector<airlock::vmm::v1::Sandbox> List();
+  // Start boots a STOPPED or FAILED sandbox in the background.
+  absl::StatusOr<airlock::vmm::v1::Sandbox> Start(const std::string& name);
+  // Stop shuts the guest down cleanly (killing the VM after `timeout_s`).
+  absl::StatusOr<airlock::vmm::v1::Sandbox> Stop(const std::string& name, int timeout_s);
+  // Remove deletes the sandbox and everything it owns on the host.
+  absl::Status Remove(const std::string& name, bool force);
+
+  // Watch calls `on_change` with the current state and on every change
+  // until it returns false, the sandbox is removed, or `cancelled` is true.
+  absl::Status Watch(const std::string& name,
+                     const std::function<bool(const airlock::vmm::v1::Sandbox&,
+                                              const std::string& progress)>& on_change,
+                     const std::function<bool()>& cancelled);
+
+  // AgentChannel is the gRPC channel to a RUNNING sandbox's agent.
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentChannel(const std::string& name);
+
+  // Accelerator resolves (probing once per host boot and kernel) which
+  // accelerator VMs use.
+  std::string Accelerator();
+
+ private:
+  struct Record {
+    airlock::vmm::v1::Sandbox sb;
+    std::shared_ptr<grpc::Channel> agent;
+    std::string progress;
+    uint64_t version = 0;
+    // A lifecycle operation (boot, stop, remove) owns the sandbox.
+    bool busy = false;
+    // rm -f or vmmd shutdown asks a boot in progress to give up.
+    bool cancel = false;
+  };
+
+  std::string SandboxDir(const std::string& name) const;
+  VmConfig ConfigFor(const airlock::vmm::v1::Sandbox& sb) const;
+  // Update applies `mutate` to the record, persists it and wakes watchers.
+  absl::Status Update(const std::string& name, const std::string& progress,
+                      const std::function<void(airlock::vmm::v1::Sandbox&)>& mutate);
+  // Begin marks the record busy; FAILED_PRECONDITION when it already is.
+  absl::StatusOr<airlock::vmm::v1::Sandbox> Begin(const std::string& name,
+                                                  const std::string& what);
+  void End(const std::string& name);
+  // Boot runs on a worker thread: disk, launch, wait for the agent.
+  void Boot(const std::string& name, bool launch);
+  absl::Status BootSteps(const std::string& name, bool launch);
+  // KillVm ends the VM process of `sb` and waits for it to be gone.
+  void KillVm(const airlock::vmm::v1::Sandbox& sb);
+  pid_t FindVm(const airlock::vmm::v1::Sandbox& sb) const;
+  std::string FailureReason(const std::string& name, const std::string& what) const;
+  absl::Status WaitForAgent(const std::string& name, pid_t pid);
+  void Monitor();
+  void StartWorker(std::function<void()> fn);
+
+  ManagerOptions options_;
+  SandboxStore* store_;
+  std::unique_ptr<Hypervisor> hypervisor_;
+  HostFacts host_;
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, Record> records_;
+
+  std::mutex accel_mu_;
+  std::string accelerator_;
+
+  std::atomic<bool> stopping_{false};
+  std::thread monitor_;
+  std::mutex workers_mu_;
+  std::condition_variable workers_done_;
+  int workers_ = 0;
+};
+
+}  // namespace airlock::vmmd
+
+#endif  // AIRLOCK_VMMD_SANDBOX_MANAGER_H_

@@ -1,0 +1,219 @@
+#include "vmmd/vmm_service.h"
+
+#include <thread>
+
+#include "common/status.h"
+#include "protos/agent/v1/agent.grpc.pb.h"
+#include "vmmd/images.h"
+
+namespace airlock::vmmd {
+
+namespace vmm = airlock::vmm::v1;
+using airlock::agent::v1::Agent;
+
+namespace {
+
+// AgentStub returns a stub for the sandbox's agent or the status to reply.
+grpc::Status AgentStub(SandboxManager* m, const std::string& name,
+                       std::unique_ptr<Agent::Stub>* stub) {
+  auto channel = m->AgentChannel(name);
+  if (!channel.ok()) return ToGrpc(channel.status());
+  *stub = Agent::NewStub(*channel);
+  return grpc::Status::OK;
+}
+
+// ForwardContext makes a client context that is cancelled with `server`.
+void ForwardDeadline(grpc::ServerContext* server, grpc::ClientContext* client) {
+  if (server->deadline() != std::chrono::system_clock::time_point::max()) {
+    client->set_deadline(server->deadline());
+  }
+}
+
+// Unary relays a unary agent call.
+template <typename Req, typename Resp, typename Call>
+grpc::Status Unary(SandboxManager* m, grpc::ServerContext* ctx, const Req& req, Resp* resp,
+                   Call call) {
+  std::unique_ptr<Agent::Stub> stub;
+  if (grpc::Status s = AgentStub(m, req.sandbox(), &stub); !s.ok()) return s;
+  grpc::ClientContext cctx;
+  ForwardDeadline(ctx, &cctx);
+  return ((*stub).*call)(&cctx, req, resp);
+}
+
+}  // namespace
+
+grpc::Status VmmService::Create(grpc::ServerContext*, const vmm::CreateRequest* req,
+                                vmm::CreateResponse* resp) {
+  auto sb = manager_->Create(req->spec(), req->start());
+  if (!sb.ok()) return ToGrpc(sb.status());
+  *resp->mutable_sandbox() = *sb;
+  return grpc::Status::OK;
+}
+
+grpc::Status VmmService::Get(grpc::ServerContext*, const vmm::GetRequest* req, Sandbox* resp) {
+  auto sb = manager_->Get(req->name());
+  if (!sb.ok()) return ToGrpc(sb.status());
+  *resp = *sb;
+  return grpc::Status::OK;
+}
+
+grpc::Status VmmService::List(grpc::ServerContext*, const vmm::ListRequest*,
+                              vmm::ListResponse* resp) {
+  for (auto& sb : manager_->List()) *resp->add_sandboxes() = std::move(sb);
+  return grpc::Status::OK;
+}
+
+grpc::Status VmmService::Watch(grpc::ServerContext* ctx, const vmm::WatchRequest* req,
+                               grpc::ServerWriter<vmm::WatchEvent>* writer) {
+  return ToGrpc(manager_->Watch(
+      req->name(),
+      [&](const Sandbox& sb, const std::string& progress) {
+        vmm::WatchEvent ev;
+        *ev.mutable_sandbox() = sb;
+        ev.set_progress(progress);
+        return writer->Write(ev);
+      },
+      [ctx] { return ctx->IsCancelled(); }));
+}
+
+grpc::Status VmmService::Start(grpc::ServerContext*, const vmm::StartRequest* req,
+                               Sandbox* resp) {
+  auto sb = manager_->Start(req->name());
+  if (!sb.ok()) return ToGrpc(sb.status());
+  *resp = *sb;
+  return grpc::Status::OK;
+}
+
+grpc::Status VmmService::Stop(grpc::ServerContext*, const vmm::StopRequest* req, Sandbox* resp) {
+  auto sb = manager_->Stop(req->name(), static_cast<int>(req->timeout_seconds()));
+  if (!sb.ok()) return ToGrpc(sb.status());
+  *resp = *sb;
+  return grpc::Status::OK;
+}
+
+grpc::Status VmmService::Remove(grpc::ServerContext*, const vmm::RemoveRequest* req,
+                                vmm::RemoveResponse*) {
+  return ToGrpc(manager_->Remove(req->name(), req->force()));
+}
+
+grpc::Status VmmService::Exec(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<vmm::ExecResponse, vmm::ExecRequest>* stream) {
+  vmm::ExecRequest first;
+  if (!stream->Read(&first) || !first.has_start()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first message of an exec stream must be `start`");
+  }
+  auto spec = manager_->Get(first.start().sandbox());
+  if (!spec.ok()) return ToGrpc(spec.status());
+  std::unique_ptr<Agent::Stub> stub;
+  if (grpc::Status s = AgentStub(manager_, first.start().sandbox(), &stub); !s.ok()) return s;
+  // The sandbox's own environment goes first; the request's entries win.
+  vmm::ExecStart* start = first.mutable_start();
+  google::protobuf::RepeatedPtrField<std::string> env;
+  for (const auto& [k, v] : spec->spec().env()) *env.Add() = k + "=" + v;
+  env.MergeFrom(start->env());
+  start->mutable_env()->Swap(&env);
+
+  grpc::ClientContext cctx;
+  auto upstream = stub->Exec(&cctx);
+  if (!upstream->Write(first)) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the sandbox's agent did not accept exec");
+  }
+  // Client -> agent on this thread's helper; agent -> client here.
+  std::thread forward([&] {
+    vmm::ExecRequest req;
+    while (stream->Read(&req)) {
+      if (!upstream->Write(req)) break;
+    }
+    upstream->WritesDone();
+    if (ctx->IsCancelled()) cctx.TryCancel();
+  });
+  vmm::ExecResponse resp;
+  bool exited = false;
+  while (upstream->Read(&resp)) {
+    exited = exited || resp.has_exit();
+    if (!stream->Write(resp)) {
+      cctx.TryCancel();
+      break;
+    }
+  }
+  if (!exited) {
+    // The agent went away (the VM stopped or crashed): end the client's
+    // stream so its reader stops too.
+    ctx->TryCancel();
+  }
+  forward.join();
+  grpc::Status s = upstream->Finish();
+  if (!exited && s.ok()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the sandbox stopped during exec");
+  }
+  return s;
+}
+
+grpc::Status VmmService::ReadFile(grpc::ServerContext* ctx, const vmm::ReadFileRequest* req,
+                                  grpc::ServerWriter<vmm::FileChunk>* writer) {
+  std::unique_ptr<Agent::Stub> stub;
+  if (grpc::Status s = AgentStub(manager_, req->sandbox(), &stub); !s.ok()) return s;
+  grpc::ClientContext cctx;
+  ForwardDeadline(ctx, &cctx);
+  auto reader = stub->ReadFile(&cctx, *req);
+  vmm::FileChunk chunk;
+  while (reader->Read(&chunk)) {
+    if (!writer->Write(chunk)) {
+      cctx.TryCancel();
+      break;
+    }
+  }
+  return reader->Finish();
+}
+
+grpc::Status VmmService::WriteFile(grpc::ServerContext* ctx,
+                                   grpc::ServerReader<vmm::WriteFileRequest>* reader,
+                                   vmm::WriteFileResponse* resp) {
+  vmm::WriteFileRequest req;
+  if (!reader->Read(&req)) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no file named");
+  std::unique_ptr<Agent::Stub> stub;
+  if (grpc::Status s = AgentStub(manager_, req.sandbox(), &stub); !s.ok()) return s;
+  grpc::ClientContext cctx;
+  ForwardDeadline(ctx, &cctx);
+  auto writer = stub->WriteFile(&cctx, resp);
+  do {
+    if (!writer->Write(req)) break;
+  } while (reader->Read(&req));
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+grpc::Status VmmService::Stat(grpc::ServerContext* ctx, const vmm::StatRequest* req,
+                              vmm::FileInfo* resp) {
+  return Unary(manager_, ctx, *req, resp, &Agent::Stub::Stat);
+}
+
+grpc::Status VmmService::ListDir(grpc::ServerContext* ctx, const vmm::ListDirRequest* req,
+                                 vmm::ListDirResponse* resp) {
+  return Unary(manager_, ctx, *req, resp, &Agent::Stub::ListDir);
+}
+
+grpc::Status VmmService::MakeDir(grpc::ServerContext* ctx, const vmm::MakeDirRequest* req,
+                                 vmm::Empty* resp) {
+  return Unary(manager_, ctx, *req, resp, &Agent::Stub::MakeDir);
+}
+
+grpc::Status VmmService::RemovePath(grpc::ServerContext* ctx, const vmm::RemovePathRequest* req,
+                                    vmm::Empty* resp) {
+  return Unary(manager_, ctx, *req, resp, &Agent::Stub::RemovePath);
+}
+
+grpc::Status VmmService::ListTemplates(grpc::ServerContext*, const vmm::ListTemplatesRequest*,
+                                       vmm::ListTemplatesResponse* resp) {
+  for (const auto& t : vmmd::ListTemplates(image_dir_)) {
+    auto* out = resp->add_templates();
+    out->set_name(t.name);
+    out->set_digest(t.digest);
+    out->set_disk_bytes(t.disk_bytes);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace airlock::vmmd
