@@ -1,9 +1,12 @@
 // airlock: the command-line client. It parses commands and talks to the
 // daemons over gRPC; the daemons own all the logic.
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "cli/daemon_command.h"
+#include "cli/sandbox_commands.h"
 #include "common/version.h"
 
 int main(int argc, char** argv) {
@@ -14,9 +17,21 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("airlock ") + airlock::kVersion);
   app.require_subcommand(1);
   int exit_code = 0;
+  // Words after the first "--" are the command to run in the sandbox; they
+  // never reach the option parser.
+  std::vector<std::string> after_dashes;
+  int parsed_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      after_dashes.assign(argv + i + 1, argv + argc);
+      parsed_argc = i;
+      break;
+    }
+  }
+  airlock::cli::AddSandboxCommands(app, &after_dashes, &exit_code);
   airlock::cli::AddDaemonCommand(app, &exit_code);
   try {
-    app.parse(argc, argv);
+    app.parse(parsed_argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

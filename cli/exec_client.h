@@ -1,0 +1,37 @@
+// The client side of an exec stream: forwards the terminal (raw mode, window
+// size, signals) and stdin, writes output, and returns the exit code.
+#ifndef AIRLOCK_CLI_EXEC_CLIENT_H_
+#define AIRLOCK_CLI_EXEC_CLIENT_H_
+
+#include <string>
+#include <vector>
+
+#include "protos/vmm/v1/vmm.grpc.pb.h"
+
+namespace airlock::cli {
+
+struct ExecOptions {
+  std::string sandbox;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string user;
+  std::string workdir;
+  // Allocate a pseudo-terminal in the guest (-t).
+  bool tty = false;
+  // Forward stdin (-i).
+  bool interactive = false;
+  // Start and return at once (-d).
+  bool detach = false;
+};
+
+// kExitCannotRun is the exit code when the sandbox cannot be found or
+// reached (as docker's 125).
+inline constexpr int kExitCannotRun = 125;
+
+// RunExec runs the command and returns its exit code, or kExitCannotRun
+// after printing why on stderr.
+int RunExec(airlock::vmm::v1::Vmm::Stub& vmm, const ExecOptions& options);
+
+}  // namespace airlock::cli
+
+#endif  // AIRLOCK_CLI_EXEC_CLIENT_H_

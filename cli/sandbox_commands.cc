@@ -1,0 +1,430 @@
+#include "cli/sandbox_commands.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/daemons.h"
+#include "cli/exec_client.h"
+#include "cli/table.h"
+#include "common/client.h"
+#include "nlohmann/json.hpp"
+#include "protos/vmm/v1/vmm.grpc.pb.h"
+
+namespace airlock::cli {
+
+namespace vmm = airlock::vmm::v1;
+
+namespace {
+
+// Stub connects to vmmd, starting the daemons first when they are not
+// running. Null (after printing why) when that fails.
+std::unique_ptr<vmm::Vmm::Stub> Connect() {
+  Daemons d;
+  absl::Status s = d.EnsureRunning();
+  if (!s.ok()) {
+    std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
+    return nullptr;
+  }
+  return vmm::Vmm::NewStub(DialUnix(d.SocketOf("vmmd")));
+}
+
+void PrintError(const grpc::Status& s) { std::cerr << "airlock: " << s.error_message() << "\n"; }
+
+std::string StateName(vmm::SandboxState s) {
+  std::string n = vmm::SandboxState_Name(s);
+  for (char& c : n) c = static_cast<char>(tolower(c));
+  return n;
+}
+
+std::string Age(int64_t created) {
+  int64_t d = time(nullptr) - created;
+  if (d < 60) return absl::StrCat(d, " seconds ago");
+  if (d < 3600) return absl::StrCat(d / 60, " minutes ago");
+  if (d < 86400) return absl::StrCat(d / 3600, " hours ago");
+  return absl::StrCat(d / 86400, " days ago");
+}
+
+// WaitRunning follows the sandbox until it runs (true) or fails (false,
+// with the reason printed). Progress goes to stderr on a terminal.
+bool WaitRunning(vmm::Vmm::Stub& stub, const std::string& name) {
+  bool progress = isatty(STDERR_FILENO);
+  grpc::ClientContext ctx;
+  vmm::WatchRequest req;
+  req.set_name(name);
+  auto reader = stub.Watch(&ctx, req);
+  vmm::WatchEvent ev;
+  std::string last;
+  bool running = false;
+  while (reader->Read(&ev)) {
+    vmm::SandboxState st = ev.sandbox().state();
+    std::string line = ev.progress().empty() ? StateName(st) : ev.progress();
+    if (progress && line != last && st != vmm::RUNNING) {
+      std::cerr << "\r\033[K" << name << ": " << line << std::flush;
+      last = line;
+    }
+    if (st == vmm::RUNNING) {
+      running = true;
+      break;
+    }
+    if (st == vmm::FAILED || st == vmm::STOPPED) {
+      if (progress) std::cerr << "\r\033[K";
+      std::cerr << "airlock: sandbox " << name << " did not start: "
+                << (ev.sandbox().failure().empty() ? StateName(st) : ev.sandbox().failure())
+                << "\n";
+      break;
+    }
+  }
+  if (progress && running) std::cerr << "\r\033[K";
+  ctx.TryCancel();
+  reader->Finish();
+  return running;
+}
+
+// EnsureStarted starts a stopped sandbox and waits until it runs.
+bool EnsureStarted(vmm::Vmm::Stub& stub, const std::string& name, int* code) {
+  grpc::ClientContext ctx;
+  vmm::GetRequest get;
+  get.set_name(name);
+  vmm::Sandbox sb;
+  grpc::Status s = stub.Get(&ctx, get, &sb);
+  if (!s.ok()) {
+    PrintError(s);
+    *code = kExitCannotRun;
+    return false;
+  }
+  if (sb.state() == vmm::STOPPED || sb.state() == vmm::FAILED) {
+    grpc::ClientContext sctx;
+    vmm::StartRequest start;
+    start.set_name(name);
+    s = stub.Start(&sctx, start, &sb);
+    if (!s.ok()) {
+      PrintError(s);
+      *code = kExitCannotRun;
+      return false;
+    }
+  }
+  if (!WaitRunning(stub, name)) {
+    *code = kExitCannotRun;
+    return false;
+  }
+  return true;
+}
+
+nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
+  return {{"name", sb.spec().name()},
+          {"agent", sb.spec().agent()},
+          {"state", StateName(sb.state())},
+          {"failure", sb.failure()},
+          {"cpus", sb.cpus()},
+          {"memory_mib", sb.memory_mib()},
+          {"accelerator", sb.accelerator()},
+          {"kernel", sb.kernel()},
+          {"template", sb.spec().template_()},
+          {"created_at", sb.created_at()},
+          {"pid", sb.vmm_pid()},
+          {"console_log", sb.console_log()}};
+}
+
+// CreateFlags are the options shared by create and run.
+struct CreateFlags {
+  std::string name;
+  uint32_t cpus = 0;
+  std::string memory;
+  std::string size;
+  std::string template_name;
+  std::string agent;
+  std::vector<std::string> paths;
+  std::vector<std::string> env;
+  bool rm = false;
+};
+
+void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
+  cmd->add_option("--name", f->name, "Sandbox name (default: AGENT-<random>)");
+  cmd->add_option("--cpus", f->cpus, "Virtual CPUs (default: host CPUs, at most 4)");
+  cmd->add_option("-m,--memory", f->memory,
+                  "Guest memory, e.g. 2048, 512m, 4g (default: half the host, 512 MiB..32 GiB)");
+  cmd->add_option("--size", f->size, "Named size: micro, small, medium, large or xl");
+  cmd->add_option("-t,--template", f->template_name, "Template (default: base)");
+  cmd->add_option("-e,--env", f->env, "Environment variable KEY=VALUE for every process");
+  cmd->add_option("agent", f->agent, "Agent to run (this release has: shell)")->required();
+  cmd->add_option("paths", f->paths, "Host paths to share (not built yet)");
+}
+
+// BuildCreate turns flags into a CreateRequest; false (message printed) on
+// bad input.
+bool BuildCreate(const CreateFlags& f, const std::vector<std::string>& args, bool start,
+                 vmm::CreateRequest* req) {
+  vmm::SandboxSpec* spec = req->mutable_spec();
+  spec->set_name(f.name);
+  spec->set_agent(f.agent);
+  spec->set_cpus(f.cpus);
+  spec->set_size(f.size);
+  spec->set_template_(f.template_name);
+  for (const auto& a : args) spec->add_args(a);
+  for (const auto& e : f.env) {
+    size_t eq = e.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "airlock: invalid --env \"" << e << "\": expected KEY=VALUE\n";
+      return false;
+    }
+    (*spec->mutable_env())[e.substr(0, eq)] = e.substr(eq + 1);
+  }
+  if (!f.memory.empty()) {
+    std::string t = f.memory;
+    uint64_t mib = 0;
+    size_t i = 0;
+    while (i < t.size() && isdigit(static_cast<unsigned char>(t[i]))) ++i;
+    std::string unit = t.substr(i);
+    for (char& c : unit) c = static_cast<char>(tolower(c));
+    if (i == 0 || (unit != "" && unit != "m" && unit != "mb" && unit != "mib" && unit != "g" &&
+                   unit != "gb" && unit != "gib")) {
+      std::cerr << "airlock: invalid --memory \"" << f.memory
+                << "\": use MiB as a number, or a unit as in 512m or 4g\n";
+      return false;
+    }
+    mib = std::stoull(t.substr(0, i));
+    if (unit[0] == 'g') mib *= 1024;
+    spec->set_memory_mib(mib);
+  }
+  for (const auto& p : f.paths) {
+    auto* m = spec->add_mounts();
+    m->set_host_path(p);
+  }
+  req->set_start(start);
+  return true;
+}
+
+}  // namespace
+
+void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_dashes,
+                        int* exit_code) {
+  // --- create ---
+  auto* create_flags = new CreateFlags();
+  CLI::App* create = app.add_subcommand("create", "Create a sandbox and boot it");
+  AddCreateFlags(create, create_flags);
+  create->callback([=] {
+    auto stub = Connect();
+    if (!stub) return void(*exit_code = 1);
+    vmm::CreateRequest req;
+    if (!BuildCreate(*create_flags, *after_dashes, true, &req)) return void(*exit_code = 2);
+    grpc::ClientContext ctx;
+    vmm::CreateResponse resp;
+    grpc::Status s = stub->Create(&ctx, req, &resp);
+    if (!s.ok()) {
+      PrintError(s);
+      return void(*exit_code = 1);
+    }
+    if (!WaitRunning(*stub, resp.sandbox().spec().name())) return void(*exit_code = 1);
+    std::cout << resp.sandbox().spec().name() << "\n";
+  });
+
+  // --- run ---
+  auto* run_flags = new CreateFlags();
+  CLI::App* run = app.add_subcommand(
+      "run", "Run an agent in a sandbox (created and booted when needed); after -- the command");
+  AddCreateFlags(run, run_flags);
+  run->add_flag("--rm", run_flags->rm, "Remove the sandbox when the command exits");
+  run->footer("Example: airlock run shell -- uname -a");
+  run->callback([=] {
+    auto stub = Connect();
+    if (!stub) return void(*exit_code = kExitCannotRun);
+    std::string name = run_flags->name;
+    bool exists = false;
+    if (!name.empty()) {
+      grpc::ClientContext ctx;
+      vmm::GetRequest get;
+      get.set_name(name);
+      vmm::Sandbox sb;
+      exists = stub->Get(&ctx, get, &sb).ok();
+    }
+    if (!exists) {
+      vmm::CreateRequest req;
+      if (!BuildCreate(*run_flags, *after_dashes, true, &req)) return void(*exit_code = 2);
+      grpc::ClientContext ctx;
+      vmm::CreateResponse resp;
+      grpc::Status s = stub->Create(&ctx, req, &resp);
+      if (!s.ok()) {
+        PrintError(s);
+        return void(*exit_code = kExitCannotRun);
+      }
+      name = resp.sandbox().spec().name();
+    }
+    if (!EnsureStarted(*stub, name, exit_code)) return;
+    ExecOptions o;
+    o.sandbox = name;
+    bool interactive_terminal = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    if (after_dashes->empty()) {
+      o.argv = {"bash", "-l"};
+      o.tty = interactive_terminal;
+      o.interactive = true;
+    } else {
+      o.argv = *after_dashes;
+      o.tty = interactive_terminal;
+      o.interactive = !isatty(STDIN_FILENO) || interactive_terminal;
+    }
+    *exit_code = RunExec(*stub, o);
+    if (run_flags->rm) {
+      grpc::ClientContext ctx;
+      vmm::RemoveRequest rm;
+      rm.set_name(name);
+      rm.set_force(true);
+      vmm::RemoveResponse resp;
+      grpc::Status s = stub->Remove(&ctx, rm, &resp);
+      if (!s.ok()) PrintError(s);
+    }
+  });
+
+  // --- ls ---
+  CLI::App* ls = app.add_subcommand("ls", "List sandboxes");
+  ls->alias("ps");
+  auto* ls_json = ls->add_flag("--json", "Print JSON");
+  auto* ls_quiet = ls->add_flag("-q,--quiet", "Print names only");
+  ls->callback([=] {
+    auto stub = Connect();
+    if (!stub) return void(*exit_code = 1);
+    grpc::ClientContext ctx;
+    vmm::ListResponse resp;
+    grpc::Status s = stub->List(&ctx, {}, &resp);
+    if (!s.ok()) {
+      PrintError(s);
+      return void(*exit_code = 1);
+    }
+    if (ls_json->count()) {
+      nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+      for (const auto& sb : resp.sandboxes()) arr.push_back(SandboxJson(sb));
+      std::cout << arr.dump(2) << "\n";
+      return;
+    }
+    if (ls_quiet->count()) {
+      for (const auto& sb : resp.sandboxes()) std::cout << sb.spec().name() << "\n";
+      return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& sb : resp.sandboxes()) {
+      rows.push_back({sb.spec().name(), sb.spec().agent(), StateName(sb.state()),
+                      std::to_string(sb.cpus()), absl::StrCat(sb.memory_mib(), " MiB"),
+                      sb.accelerator().empty() ? "-" : sb.accelerator(), Age(sb.created_at())});
+    }
+    PrintTable(std::cout, {"NAME", "AGENT", "STATE", "CPUS", "MEMORY", "ACCEL", "CREATED"}, rows);
+  });
+
+  // --- start / stop ---
+  auto* start_names = new std::vector<std::string>();
+  CLI::App* start = app.add_subcommand("start", "Boot stopped sandboxes");
+  start->add_option("names", *start_names, "Sandbox names")->required();
+  start->callback([=] {
+    auto stub = Connect();
+    if (!stub) return void(*exit_code = 1);
+    for (const auto& name : *start_names) {
+      int code = 0;
+      if (EnsureStarted(*stub, name, &code)) {
+        std::cout << name << "\n";
+      } else {
+        *exit_code = 1;
+      }
+    }
+  });
+
+  auto* stop_names = new std::vector<std::string>();
+  auto* stop_timeout = new uint32_t(10);
+  CLI::App* stop = app.add_subcommand("stop", "Shut sandboxes down cleanly; their disks are kept");
+  stop->add_option("names", *stop_names, "Sandbox names")->required();
+  stop->add_option("-t,--time", *stop_timeout, "Seconds to wait before killing the VM")
+      ->capture_default_str();
+  stop->callback([=] {
+    auto stub = Connect();
+    if (!stub) return void(*exit_code = 1);
+    for (const auto& name : *stop_names) {
+      grpc::ClientContext ctx;
+      vmm::StopRequest req;
+      req.set_name(name);
+      req.set_timeout_seconds(*stop_timeout);
+      vmm::Sandbox sb;
+      grpc::Status s = stub->Stop(&ctx, req, &sb);
+      if (!s.ok()) {
+        PrintError(s);
+        *exit_code = 1;
+      } else {
+        std::cout << name << "\n";
+      }
+    }
+  });
+
+  // --- rm ---
+  auto* rm_names = new std::vector<std::string>();
+  CLI::App* rm = app.add_subcommand("rm", "Remove sandboxes and everything they keep on the host");
+  rm->add_option("names", *rm_names, "Sandbox names");
+  auto* rm_force = rm->add_flag("-f,--force", "Stop running sandboxes first");
+  auto* rm_all = rm->add_flag("--all", "Remove every sandbox");
+  rm->callback([=] {
+    if (rm_names->empty() && !rm_all->count()) {
+      std::cerr << "airlock: rm needs sandbox names or --all\n";
+      return void(*exit_code = 2);
+    }
+    auto stub = Connect();
+    if (!stub) return void(*exit_code = 1);
+    std::vector<std::string> names = *rm_names;
+    if (rm_all->count()) {
+      grpc::ClientContext ctx;
+      vmm::ListResponse resp;
+      if (grpc::Status s = stub->List(&ctx, {}, &resp); !s.ok()) {
+        PrintError(s);
+        return void(*exit_code = 1);
+      }
+      for (const auto& sb : resp.sandboxes()) names.push_back(sb.spec().name());
+    }
+    for (const auto& name : names) {
+      grpc::ClientContext ctx;
+      vmm::RemoveRequest req;
+      req.set_name(name);
+      req.set_force(rm_force->count() > 0);
+      vmm::RemoveResponse resp;
+      grpc::Status s = stub->Remove(&ctx, req, &resp);
+      if (!s.ok()) {
+        PrintError(s);
+        *exit_code = 1;
+      } else {
+        std::cout << name << "\n";
+      }
+    }
+  });
+
+  // --- exec ---
+  auto* eo = new ExecOptions();
+  CLI::App* exec = app.add_subcommand(
+      "exec", "Run a command in a sandbox (booting it first when stopped); the command follows --");
+  exec->add_flag("-i,--interactive", eo->interactive, "Keep stdin open and forward it");
+  exec->add_flag("-t,--tty", eo->tty, "Allocate a pseudo-terminal");
+  exec->add_flag("-d,--detach", eo->detach, "Run in the background and print its pid");
+  exec->add_option("-u,--user", eo->user, "User name or uid[:gid] (default: agent)");
+  exec->add_option("-w,--workdir", eo->workdir, "Working directory inside the sandbox");
+  exec->add_option("-e,--env", eo->env, "Environment variable KEY=VALUE");
+  exec->add_option("name", eo->sandbox, "Sandbox name")->required();
+  exec->footer("Example: airlock exec -it mybox -- bash");
+  exec->callback([=] {
+    if (after_dashes->empty()) {
+      std::cerr << "airlock: exec needs a command after --, e.g. airlock exec " << eo->sandbox
+                << " -- ls\n";
+      return void(*exit_code = 2);
+    }
+    for (const auto& e : eo->env) {
+      if (e.find('=') == std::string::npos || e[0] == '=') {
+        std::cerr << "airlock: invalid --env \"" << e << "\": expected KEY=VALUE\n";
+        return void(*exit_code = 2);
+      }
+    }
+    auto stub = Connect();
+    if (!stub) return void(*exit_code = kExitCannotRun);
+    if (!EnsureStarted(*stub, eo->sandbox, exit_code)) return;
+    ExecOptions o = *eo;
+    o.argv = *after_dashes;
+    *exit_code = RunExec(*stub, o);
+  });
+}
+
+}  // namespace airlock::cli
