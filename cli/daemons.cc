@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -57,6 +58,9 @@ pid_t LivePid(const std::string& pid_file, const std::string& name) {
   ssize_t n = readlink(absl::StrCat("/proc/", pid, "/exe").c_str(), buf, sizeof(buf) - 1);
   if (n <= 0) return 0;
   std::string exe(buf, n);
+  // A daemon whose binary was replaced (an upgrade) still counts.
+  constexpr absl::string_view kDeleted = " (deleted)";
+  if (absl::EndsWith(exe, kDeleted)) exe.resize(exe.size() - kDeleted.size());
   std::string base = exe.substr(exe.rfind('/') + 1);
   return base == name ? pid : 0;
 }

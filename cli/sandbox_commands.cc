@@ -80,8 +80,14 @@ bool WaitRunning(vmm::Vmm::Stub& stub, const std::string& name) {
     }
   }
   if (progress && running) std::cerr << "\r\033[K";
+  bool decided = running || ev.sandbox().state() == vmm::FAILED ||
+                 ev.sandbox().state() == vmm::STOPPED;
   ctx.TryCancel();
-  reader->Finish();
+  grpc::Status s = reader->Finish();
+  if (!decided) {
+    std::cerr << "airlock: lost contact with vmmd while waiting for " << name << ": "
+              << (s.ok() ? "the watch ended" : s.error_message()) << "\n";
+  }
   return running;
 }
 

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -17,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "guest/hello.h"
 
 namespace airlock::guest {
 namespace {
@@ -49,9 +51,12 @@ bool Drain(int fd, Buffer* b) {
 }
 
 // Pump copies bytes both ways until the host hangs up or gRPC closes its
-// end.
-void Pump(int port, int sock) {
+// end. `pending` are bytes already read from the port for this connection.
+void Pump(int port, int sock, const std::string& pending) {
   Buffer to_sock, to_port;
+  size_t n = std::min(pending.size(), sizeof(to_sock.data));
+  memcpy(to_sock.data, pending.data(), n);
+  to_sock.len = n;
   while (true) {
     pollfd fds[2] = {
         {port, static_cast<short>((to_sock.empty() ? POLLIN : 0) | (to_port.empty() ? 0 : POLLOUT)), 0},
@@ -66,6 +71,34 @@ void Pump(int port, int sock) {
     if ((fds[1].revents & POLLIN) && !Fill(sock, &to_port)) return;
     if (!to_sock.empty() && !Drain(sock, &to_sock)) return;
     if (!to_port.empty() && !Drain(port, &to_port)) return;
+  }
+}
+
+// AwaitHello reads the port until vmmd's hello line arrives, answers it, and
+// returns the bytes that followed it; false when the host hung up first.
+bool AwaitHello(int port, std::string* pending) {
+  std::string buf, nonce;
+  char chunk[4096];
+  while (true) {
+    pollfd p = {port, POLLIN, 0};
+    if (poll(&p, 1, 1000) < 0 && errno != EINTR) return false;
+    if (p.revents & POLLHUP) return false;
+    if (!(p.revents & POLLIN)) continue;
+    ssize_t n = read(port, chunk, sizeof(chunk));
+    if (n == 0) return false;
+    if (n < 0) continue;
+    buf.append(chunk, n);
+    if (!FindLine(&buf, kHelloPrefix, &nonce)) continue;
+    std::string ok = absl::StrCat(kOkPrefix, nonce, "\n");
+    size_t off = 0;
+    while (off < ok.size()) {
+      pollfd w = {port, POLLOUT, 0};
+      if (poll(&w, 1, 1000) <= 0 || (w.revents & POLLHUP)) return false;
+      ssize_t m = write(port, ok.data() + off, ok.size() - off);
+      if (m > 0) off += m;
+    }
+    *pending = buf;
+    return true;
   }
 }
 
@@ -107,6 +140,8 @@ void ServePort(grpc::Server* server, const std::string& device,
   on_ready();
   while (true) {
     while (!HostConnected(port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::string pending;
+    if (!AwaitHello(port, &pending)) continue;
     int sp[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -115,13 +150,8 @@ void ServePort(grpc::Server* server, const std::string& device,
     fcntl(sp[0], F_SETFL, O_NONBLOCK);
     fcntl(sp[1], F_SETFL, O_NONBLOCK);
     grpc::AddInsecureChannelFromFd(server, sp[0]);  // gRPC owns sp[0] now
-    Pump(port, sp[1]);
+    Pump(port, sp[1], pending);
     close(sp[1]);
-    // Bytes of the old connection still queued in the port belong to a
-    // client that is gone.
-    char junk[4096];
-    while (read(port, junk, sizeof(junk)) > 0) {
-    }
   }
 }
 

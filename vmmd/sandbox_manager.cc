@@ -39,11 +39,14 @@ std::string Slurp(const std::string& path) {
 // Tail is the last `lines` lines of a file.
 std::string Tail(const std::string& path, int lines) {
   std::string text = Slurp(path);
-  size_t pos = text.size();
-  for (int i = 0; i <= lines && pos != std::string::npos && pos > 0; ++i) {
-    pos = text.rfind('\n', pos - 1);
+  size_t start = text.size();
+  // Walk back over `lines` newlines (ignoring a final one).
+  int seen = 0;
+  while (start > 0) {
+    if (text[start - 1] == '\n' && start != text.size() && ++seen == lines) break;
+    --start;
   }
-  return pos == std::string::npos ? text : text.substr(pos + 1);
+  return text.substr(start);
 }
 
 std::string StateName(vmm::SandboxState s) {
@@ -342,32 +345,39 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid) {
     if (!ready) std::this_thread::sleep_for(milliseconds(20));
   }
   (void)Update(name, "waiting for agent", [](vmm::Sandbox&) {});
-  std::shared_ptr<grpc::Channel> channel = DialUnix(config.agent_socket);
-  auto stub = airlock::agent::v1::Agent::NewStub(channel);
-  grpc::Status last;
+  auto link = std::make_shared<AgentLink>(config.agent_socket);
+  std::string last;
   while (steady_clock::now() < deadline) {
     if (cancelled()) return absl::CancelledError("boot cancelled");
     if (!ProcessAlive(pid)) {
       return absl::UnavailableError(FailureReason(name, "the hypervisor exited during boot"));
     }
+    auto channel = link->Channel(seconds(10));
+    if (!channel.ok()) {
+      last = std::string(channel.status().message());
+      std::this_thread::sleep_for(milliseconds(100));
+      continue;
+    }
+    auto stub = airlock::agent::v1::Agent::NewStub(*channel);
     grpc::ClientContext ctx;
-    DeadlineAfter(ctx, seconds(2));
+    DeadlineAfter(ctx, seconds(10));
     airlock::agent::v1::PingResponse pong;
-    last = stub->Ping(&ctx, {}, &pong);
-    if (last.ok()) {
+    grpc::Status s = stub->Ping(&ctx, {}, &pong);
+    if (s.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        records_[name].agent = channel;
+        records_[name].agent = link;
       }
       return Update(name, "", [&](vmm::Sandbox& sb) {
         sb.set_state(vmm::RUNNING);
         sb.set_kernel(pong.kernel());
       });
     }
-    std::this_thread::sleep_for(milliseconds(50));
+    last = s.error_message();
+    link->Reset();
   }
-  return absl::DeadlineExceededError(FailureReason(
-      name, absl::StrCat("the guest agent does not answer: ", last.error_message())));
+  return absl::DeadlineExceededError(
+      FailureReason(name, absl::StrCat("the guest agent does not answer: ", last)));
 }
 
 std::string SandboxManager::FailureReason(const std::string& name, const std::string& what) const {
@@ -425,14 +435,17 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Stop(const std::string& name, int t
     return *sb;
   }
   (void)Update(name, "stopping", [](vmm::Sandbox& sb) { sb.set_state(vmm::STOPPING); });
-  std::shared_ptr<grpc::Channel> channel;
+  std::shared_ptr<AgentLink> link;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    channel = records_[name].agent;
+    link = records_[name].agent;
   }
   pid_t pid = FindVm(*sb);
-  if (channel != nullptr && pid > 0) {
-    auto stub = airlock::agent::v1::Agent::NewStub(channel);
+  auto channel = link != nullptr && pid > 0
+                     ? link->Channel(seconds(3))
+                     : absl::StatusOr<std::shared_ptr<grpc::Channel>>(absl::UnavailableError(""));
+  if (channel.ok()) {
+    auto stub = airlock::agent::v1::Agent::NewStub(*channel);
     grpc::ClientContext ctx;
     DeadlineAfter(ctx, seconds(3));
     vmm::Empty empty;
@@ -548,17 +561,37 @@ absl::Status SandboxManager::Watch(
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> SandboxManager::AgentChannel(
     const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = records_.find(name);
-  if (it == records_.end()) {
-    return absl::NotFoundError(absl::StrCat("no sandbox named \"", name, "\" (see `airlock ls`)"));
+  std::shared_ptr<AgentLink> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(name);
+    if (it == records_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("no sandbox named \"", name, "\" (see `airlock ls`)"));
+    }
+    if (it->second.sb.state() != vmm::RUNNING || it->second.agent == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("sandbox ", name, " is ", StateName(it->second.sb.state()),
+                       ", not running (`airlock start ", name, "`)"));
+    }
+    link = it->second.agent;
   }
-  if (it->second.sb.state() != vmm::RUNNING || it->second.agent == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sandbox ", name, " is ", StateName(it->second.sb.state()), ", not running (`airlock start ",
-        name, "`)"));
+  auto channel = link->Channel(seconds(10));
+  if (!channel.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach the agent of sandbox ", name, ": ", channel.status().message()));
   }
-  return it->second.agent;
+  return channel;
+}
+
+void SandboxManager::AgentBroken(const std::string& name) {
+  std::shared_ptr<AgentLink> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(name);
+    if (it != records_.end()) link = it->second.agent;
+  }
+  if (link != nullptr) link->Reset();
 }
 
 absl::Status SandboxManager::Recover() {

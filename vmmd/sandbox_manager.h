@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "protos/vmm/v1/vmm.pb.h"
+#include "vmmd/agent_link.h"
 #include "vmmd/hypervisor.h"
 #include "vmmd/resources.h"
 #include "vmmd/sandbox_store.h"
@@ -73,6 +74,10 @@ class SandboxManager {
   // AgentChannel is the gRPC channel to a RUNNING sandbox's agent.
   absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentChannel(const std::string& name);
 
+  // AgentBroken says a call on the sandbox's agent channel failed with
+  // UNAVAILABLE; the next AgentChannel connects afresh.
+  void AgentBroken(const std::string& name);
+
   // Accelerator resolves (probing once per host boot and kernel) which
   // accelerator VMs use.
   std::string Accelerator();
@@ -80,7 +85,7 @@ class SandboxManager {
  private:
   struct Record {
     airlock::vmm::v1::Sandbox sb;
-    std::shared_ptr<grpc::Channel> agent;
+    std::shared_ptr<AgentLink> agent;
     std::string progress;
     uint64_t version = 0;
     // A lifecycle operation (boot, stop, remove) owns the sandbox.

@@ -22,7 +22,14 @@ grpc::Status AgentStub(SandboxManager* m, const std::string& name,
   return grpc::Status::OK;
 }
 
-// ForwardContext makes a client context that is cancelled with `server`.
+// Checked passes an agent call's status on, and marks the link broken when
+// the agent could not be reached.
+grpc::Status Checked(SandboxManager* m, const std::string& sandbox, grpc::Status s) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) m->AgentBroken(sandbox);
+  return s;
+}
+
+// ForwardDeadline gives the agent call the deadline of the client's call.
 void ForwardDeadline(grpc::ServerContext* server, grpc::ClientContext* client) {
   if (server->deadline() != std::chrono::system_clock::time_point::max()) {
     client->set_deadline(server->deadline());
@@ -37,7 +44,7 @@ grpc::Status Unary(SandboxManager* m, grpc::ServerContext* ctx, const Req& req, 
   if (grpc::Status s = AgentStub(m, req.sandbox(), &stub); !s.ok()) return s;
   grpc::ClientContext cctx;
   ForwardDeadline(ctx, &cctx);
-  return ((*stub).*call)(&cctx, req, resp);
+  return Checked(m, req.sandbox(), ((*stub).*call)(&cctx, req, resp));
 }
 
 }  // namespace
@@ -144,7 +151,7 @@ grpc::Status VmmService::Exec(
     ctx->TryCancel();
   }
   forward.join();
-  grpc::Status s = upstream->Finish();
+  grpc::Status s = Checked(manager_, first.start().sandbox(), upstream->Finish());
   if (!exited && s.ok()) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the sandbox stopped during exec");
   }
@@ -165,7 +172,7 @@ grpc::Status VmmService::ReadFile(grpc::ServerContext* ctx, const vmm::ReadFileR
       break;
     }
   }
-  return reader->Finish();
+  return Checked(manager_, req->sandbox(), reader->Finish());
 }
 
 grpc::Status VmmService::WriteFile(grpc::ServerContext* ctx,
@@ -182,7 +189,7 @@ grpc::Status VmmService::WriteFile(grpc::ServerContext* ctx,
     if (!writer->Write(req)) break;
   } while (reader->Read(&req));
   writer->WritesDone();
-  return writer->Finish();
+  return Checked(manager_, req.sandbox(), writer->Finish());
 }
 
 grpc::Status VmmService::Stat(grpc::ServerContext* ctx, const vmm::StatRequest* req,

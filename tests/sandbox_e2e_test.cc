@@ -1,0 +1,285 @@
+// End-to-end tests of sandboxes: the real CLI, the real daemons and real
+// QEMU guests booting the built kernel, initramfs and base template.
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "common/subprocess.h"
+#include "common/testing/harness.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace airlock {
+namespace {
+
+using testing::BinaryPath;
+
+class SandboxE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = {{"AIRLOCK_RUNTIME_DIR", dir_.path() + "/run"},
+            {"AIRLOCK_STATE_DIR", dir_.path() + "/state"},
+            {"AIRLOCK_LIBEXEC_DIR", ""}};
+    for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
+  }
+  void TearDown() override {
+    Airlock({"rm", "-f", "--all"});
+    Airlock({"daemon", "stop"});
+    // Nothing of this test may survive it.
+    EXPECT_TRUE(testing::ProcessesNamed(dir_.path()).empty())
+        << "processes of this test left running";
+    for (pid_t p : testing::ProcessesNamed(dir_.path())) kill(p, SIGKILL);
+  }
+
+  CommandResult Airlock(const std::vector<std::string>& args, const std::string& input = "",
+                        int timeout_s = 300) {
+    std::vector<std::string> argv = {BinaryPath("cli/airlock")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, env_, input, timeout_s);
+  }
+
+  nlohmann::json Sandbox(const std::string& name) {
+    auto r = Airlock({"ls", "--json"});
+    for (const auto& sb : nlohmann::json::parse(r.out)) {
+      if (sb["name"] == name) return sb;
+    }
+    return nullptr;
+  }
+
+  // WaitState polls until the sandbox reaches `state` (true) or 240 s pass.
+  bool WaitState(const std::string& name, const std::string& state) {
+    for (int i = 0; i < 480; ++i) {
+      nlohmann::json sb = Sandbox(name);
+      if (!sb.is_null() && sb["state"] == state) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return false;
+  }
+
+  pid_t VmmdPid() {
+    std::ifstream f(dir_.path() + "/run/vmmd.pid");
+    pid_t pid = 0;
+    f >> pid;
+    return pid;
+  }
+
+  testing::ShortTempDir dir_;
+  std::map<std::string, std::string> env_;
+};
+
+TEST_F(SandboxE2ETest, RunBootsOwnKernelAndExecReturnsRealExitCodes) {
+  auto run = Airlock({"run", "--name", "box1", "-m", "1g", "shell", "--", "uname", "-r"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto host = RunCommand({"uname", "-r"});
+  EXPECT_FALSE(run.out.empty());
+  EXPECT_NE(run.out, host.out) << "the guest must run its own kernel";
+  EXPECT_NE(run.out.find("amd64"), std::string::npos) << run.out;
+
+  EXPECT_EQ(Airlock({"exec", "box1", "--", "true"}).exit_code, 0);
+  EXPECT_EQ(Airlock({"exec", "box1", "--", "false"}).exit_code, 1);
+  EXPECT_EQ(Airlock({"exec", "box1", "--", "sh", "-c", "exit 42"}).exit_code, 42);
+  auto missing = Airlock({"exec", "box1", "--", "no-such-command"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.err.find("command not found"), std::string::npos) << missing.err;
+  EXPECT_EQ(Airlock({"exec", "box1", "--", "/etc/passwd"}).exit_code, 126);
+  auto unknown = Airlock({"exec", "no-such-box", "--", "true"});
+  EXPECT_EQ(unknown.exit_code, 125);
+  EXPECT_NE(unknown.err.find("no sandbox named"), std::string::npos) << unknown.err;
+
+  auto id = Airlock({"exec", "box1", "--", "id", "-u"});
+  EXPECT_EQ(id.out, "1000\n") << "the default user is agent";
+  EXPECT_EQ(Airlock({"exec", "-u", "root", "box1", "--", "id", "-u"}).out, "0\n");
+  EXPECT_EQ(Airlock({"exec", "box1", "--", "sudo", "-n", "id", "-u"}).out, "0\n");
+  EXPECT_EQ(Airlock({"exec", "-w", "/tmp", "-e", "X=y z", "box1", "--", "sh", "-c",
+                     "echo $X; pwd"}).out,
+            "y z\n/tmp\n");
+  EXPECT_EQ(Airlock({"exec", "-i", "box1", "--", "wc", "-c"}, "12345").out, "5\n");
+  auto tools = Airlock({"exec", "box1", "--", "sh", "-c",
+                        "command -v bash curl git && test -f /etc/ssl/certs/ca-certificates.crt"});
+  EXPECT_EQ(tools.exit_code, 0) << tools.out << tools.err;
+
+  auto ls = Airlock({"ls"});
+  EXPECT_NE(ls.out.find("box1"), std::string::npos);
+  EXPECT_NE(ls.out.find("running"), std::string::npos);
+  EXPECT_EQ(Airlock({"ls", "-q"}).out, "box1\n");
+}
+
+TEST_F(SandboxE2ETest, TtySessionThroughAPty) {
+  ASSERT_EQ(Airlock({"create", "--name", "tty1", "-m", "1g", "shell"}).exit_code, 0);
+  int master;
+  struct winsize ws = {33, 111, 0, 0};
+  pid_t pid = forkpty(&master, nullptr, nullptr, &ws);
+  if (pid == 0) {
+    std::string bin = BinaryPath("cli/airlock");
+    execl(bin.c_str(), bin.c_str(), "exec", "-it", "tty1", "--", "bash", "--norc", nullptr);
+    _exit(127);
+  }
+  std::string out;
+  auto pump = [&](int ms) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd p = {master, POLLIN, 0};
+      if (poll(&p, 1, 100) > 0) {
+        ssize_t n = read(master, buf, sizeof(buf));
+        if (n <= 0) return;
+        out.append(buf, n);
+      }
+    }
+  };
+  auto type = [&](const std::string& s) {
+    ssize_t unused = write(master, s.data(), s.size());
+    (void)unused;
+  };
+  pump(3000);
+  type("tty; stty size\r");
+  pump(2000);
+  type("sleep 100\r");
+  pump(1000);
+  type("\x03");  // Ctrl-C reaches the guest's foreground process
+  pump(1000);
+  type("echo after-ctrl-c; exit 7\r");
+  pump(3000);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(master);
+  EXPECT_NE(out.find("/dev/pts/"), std::string::npos) << out;
+  EXPECT_NE(out.find("33 111"), std::string::npos) << out;
+  EXPECT_NE(out.find("after-ctrl-c"), std::string::npos) << out;
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 7);
+}
+
+TEST_F(SandboxE2ETest, DiskSurvivesStopAndStartAndRmLeavesNothing) {
+  ASSERT_EQ(Airlock({"create", "--name", "keep", "-m", "1g", "shell"}).exit_code, 0);
+  ASSERT_EQ(Airlock({"exec", "keep", "--", "sh", "-c", "echo kept > /home/agent/note"}).exit_code, 0);
+  ASSERT_EQ(Airlock({"stop", "keep"}).exit_code, 0);
+  EXPECT_EQ(Sandbox("keep")["state"], "stopped");
+  EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/state/sandboxes/keep/").empty());
+  // exec boots a stopped sandbox first.
+  auto cat = Airlock({"exec", "keep", "--", "cat", "/home/agent/note"});
+  EXPECT_EQ(cat.out, "kept\n") << cat.err;
+  auto refuse = Airlock({"rm", "keep"});
+  EXPECT_EQ(refuse.exit_code, 1);
+  EXPECT_NE(refuse.err.find("rm -f"), std::string::npos) << refuse.err;
+  ASSERT_EQ(Airlock({"rm", "-f", "keep"}).exit_code, 0);
+  EXPECT_TRUE(Sandbox("keep").is_null());
+  EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/state/sandboxes/keep/").empty());
+  EXPECT_NE(access((dir_.path() + "/state/sandboxes/keep").c_str(), F_OK), 0);
+  EXPECT_NE(access((dir_.path() + "/run/vms/keep.sock").c_str(), F_OK), 0);
+}
+
+TEST_F(SandboxE2ETest, BadNamesAndSizesAreRefusedAndChangeNothing) {
+  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{"create", "--name", "x", "shell"}, "2 to 63"},
+      {{"create", "--name", "default", "shell"}, "reserved"},
+      {{"create", "--name", "a/b", "shell"}, "only letters"},
+      {{"create", "--name", "-ab", "shell"}, "start with"},
+      {{"create", "--name", "ok1", "-m", "256m", "shell"}, "at least 512"},
+      {{"create", "--name", "ok1", "-m", "lots", "shell"}, "invalid --memory"},
+      {{"create", "--name", "ok1", "--size", "huge", "shell"}, "unknown size"},
+      {{"create", "--name", "ok1", "--cpus", "500", "shell"}, "more than 64"},
+      {{"create", "--name", "ok1", "claude"}, "unknown agent"},
+  };
+  for (const auto& c : cases) {
+    auto r = Airlock(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args[2];
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(Airlock({"ls", "-q"}).out, "");
+  EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/state/sandboxes/").empty());
+}
+
+TEST_F(SandboxE2ETest, NamedSizeAndDuplicateName) {
+  ASSERT_EQ(Airlock({"create", "--name", "sized", "--size", "micro", "shell"}).exit_code, 0);
+  nlohmann::json sb = Sandbox("sized");
+  EXPECT_EQ(sb["cpus"], 1);
+  EXPECT_EQ(sb["memory_mib"], 2048);
+  auto nproc = Airlock({"exec", "sized", "--", "nproc"});
+  EXPECT_EQ(nproc.out, "1\n");
+  auto dup = Airlock({"create", "--name", "sized", "shell"});
+  EXPECT_NE(dup.exit_code, 0);
+  EXPECT_NE(dup.err.find("already exists"), std::string::npos) << dup.err;
+}
+
+TEST_F(SandboxE2ETest, VmmdKilledWhileRunningReattaches) {
+  ASSERT_EQ(Airlock({"create", "--name", "survivor", "-m", "1g", "shell"}).exit_code, 0);
+  ASSERT_EQ(Airlock({"exec", "survivor", "--", "sh", "-c", "echo before > /tmp/mark"}).exit_code, 0);
+  pid_t qemu = Sandbox("survivor")["pid"];
+  ASSERT_GT(qemu, 0);
+  ASSERT_EQ(kill(VmmdPid(), SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(ProcessAlive(qemu)) << "the VM must outlive vmmd";
+  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  ASSERT_TRUE(WaitState("survivor", "running"));
+  EXPECT_EQ(Sandbox("survivor")["pid"], qemu) << "reattached, not rebooted";
+  auto cat = Airlock({"exec", "survivor", "--", "cat", "/tmp/mark"});
+  EXPECT_EQ(cat.out, "before\n") << cat.err;
+}
+
+TEST_F(SandboxE2ETest, VmmdKilledDuringCreateLeavesNoOrphan) {
+  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  // create returns once the request is accepted; kill vmmd while it boots.
+  std::thread create([&] { Airlock({"create", "--name", "midboot", "-m", "1g", "shell"}); });
+  for (int i = 0; i < 200 && Sandbox("midboot").is_null(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  ASSERT_EQ(kill(VmmdPid(), SIGKILL), 0);
+  create.join();
+  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  // Reattached and running, or failed with a reason: never lost.
+  nlohmann::json sb;
+  for (int i = 0; i < 480; ++i) {
+    sb = Sandbox("midboot");
+    ASSERT_FALSE(sb.is_null()) << "an accepted sandbox was lost";
+    if (sb["state"] == "running" || sb["state"] == "failed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  if (sb["state"] == "failed") {
+    EXPECT_FALSE(sb["failure"].get<std::string>().empty());
+    EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/state/sandboxes/midboot/").empty());
+  } else {
+    EXPECT_EQ(sb["state"], "running");
+    EXPECT_EQ(testing::ProcessesNamed(dir_.path() + "/state/sandboxes/midboot/").size(), 1u);
+  }
+  auto again = Airlock({"exec", "midboot", "--", "echo", "ok"});
+  EXPECT_EQ(again.out, "ok\n") << again.err;
+  ASSERT_EQ(Airlock({"rm", "-f", "midboot"}).exit_code, 0);
+  EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/state/sandboxes/").empty());
+}
+
+TEST_F(SandboxE2ETest, FiveSandboxesAtOnce) {
+  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  std::vector<std::thread> threads;
+  std::vector<CommandResult> results(5);
+  for (int i = 0; i < 5; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = Airlock({"run", "--name", "multi" + std::to_string(i), "-m", "768m", "--cpus",
+                            "1", "shell", "--", "hostname"});
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(results[i].exit_code, 0) << results[i].err;
+    EXPECT_EQ(results[i].out, "multi" + std::to_string(i) + "\n");
+  }
+  EXPECT_EQ(testing::ProcessesNamed(dir_.path() + "/state/sandboxes/").size(), 5u);
+  ASSERT_EQ(Airlock({"rm", "-f", "--all"}).exit_code, 0);
+  EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/state/sandboxes/").empty());
+}
+
+}  // namespace
+}  // namespace airlock

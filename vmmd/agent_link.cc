@@ -1,0 +1,97 @@
+#include "vmmd/agent_link.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <random>
+
+#include <grpcpp/create_channel_posix.h>
+
+#include "absl/strings/str_cat.h"
+#include "guest/hello.h"
+
+namespace airlock::vmmd {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Channel(milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A channel made from an fd has no connectivity state to ask (it always
+  // reports SHUTDOWN); callers Reset() the link when a call finds it broken.
+  if (channel_ != nullptr) return channel_;
+  auto ch = Connect(timeout);
+  if (!ch.ok()) return ch.status();
+  channel_ = *ch;
+  return channel_;
+}
+
+void AgentLink::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  channel_.reset();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds timeout) {
+  auto deadline = steady_clock::now() + timeout;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path_.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("agent socket path too long: ", socket_path_));
+  }
+  memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    std::string err = strerror(errno);
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", socket_path_, ": ", err));
+  }
+  // Say hello until the agent answers one of ours; junk from an earlier
+  // connection (a GOAWAY, say) is skipped.
+  std::random_device rd;
+  std::string buf;
+  std::vector<std::string> sent;
+  while (steady_clock::now() < deadline) {
+    std::string nonce = absl::StrCat(rd(), rd());
+    sent.push_back(nonce);
+    std::string hello = absl::StrCat(airlock::guest::kHelloPrefix, nonce, "\n");
+    if (write(fd, hello.data(), hello.size()) != static_cast<ssize_t>(hello.size())) break;
+    auto attempt_end = std::min(deadline, steady_clock::now() + milliseconds(3000));
+    while (steady_clock::now() < attempt_end) {
+      int left = static_cast<int>(
+          std::chrono::duration_cast<milliseconds>(attempt_end - steady_clock::now()).count());
+      pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, std::max(left, 1)) <= 0) continue;
+      // One byte at a time: the agent's HTTP/2 preface may follow its answer
+      // at once, and must be left for gRPC.
+      char c;
+      ssize_t n = read(fd, &c, 1);
+      if (n <= 0) {
+        close(fd);
+        return absl::UnavailableError("the hypervisor closed the agent channel");
+      }
+      buf.push_back(c);
+      if (c != '\n') continue;
+      std::string answered;
+      while (airlock::guest::FindLine(&buf, airlock::guest::kOkPrefix, &answered)) {
+        for (const auto& s : sent) {
+          if (s != answered) continue;
+          fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+          grpc::ChannelArguments args;
+          args.SetMaxReceiveMessageSize(64 << 20);
+          args.SetMaxSendMessageSize(64 << 20);
+          return grpc::CreateCustomInsecureChannelFromFd("airlock-agent", fd, args);
+        }
+      }
+    }
+  }
+  close(fd);
+  return absl::DeadlineExceededError("the guest agent did not answer the channel handshake");
+}
+
+}  // namespace airlock::vmmd
