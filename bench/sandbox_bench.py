@@ -77,7 +77,7 @@ try:
     bare = []
     for i in range(args.runs):
         disk = f"{base}/disk{i}.qcow2"
-        backing = subprocess.run(["qemu-img", "info", "--output=json", f"{sbdir}/disk.qcow2"],
+        backing = subprocess.run(["qemu-img", "info", "-U", "--output=json", f"{sbdir}/disk.qcow2"],
                                  capture_output=True, text=True).stdout
         import json
         backing_file = json.loads(backing)["backing-filename"]
@@ -113,7 +113,9 @@ try:
     for line in open(f"/proc/{qemu_pid('warmup')}/status"):
         if line.startswith("VmRSS:"):
             rss_kib = int(line.split()[1])
-    accel = [l for l in airlock("ls").stdout.splitlines() if l.startswith("warmup")][0].split()[5]
+    import json
+    accel = [sb for sb in json.loads(airlock("ls", "--json").stdout)
+             if sb["name"] == "warmup"][0]["accelerator"]
 
     print(f"accelerator: {accel}, guest memory {args.memory}, {os.cpu_count()} host CPUs")
     print(f"cold run to first output:  median {statistics.median(cold):.2f} s "

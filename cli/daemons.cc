@@ -184,11 +184,11 @@ absl::Status Daemons::Stop(int grace_s, bool progress) {
   return absl::OkStatus();
 }
 
-absl::Status Daemons::EnsureRunning() {
-  for (const auto& st : Status()) {
-    if (st.state != "running") return Start(isatty(STDERR_FILENO));
-  }
-  return absl::OkStatus();
+absl::Status Daemons::EnsureRunning(const std::string& name) {
+  // One health check on the daemon asked for is the common, fast path.
+  auto ch = DialUnix(SocketOf(name));
+  if (CheckHealth(*ch, std::chrono::seconds(2)).ok()) return absl::OkStatus();
+  return Start(isatty(STDERR_FILENO));
 }
 
 }  // namespace airlock::cli

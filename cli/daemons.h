@@ -48,8 +48,9 @@ class Daemons {
   // (SIGKILL after `grace_s` seconds), and reports what it stopped.
   absl::Status Stop(int grace_s, bool progress);
 
-  // EnsureRunning starts the daemons when any of them is not healthy.
-  absl::Status EnsureRunning();
+  // EnsureRunning makes sure daemon `name` answers, starting every daemon
+  // that is not running when it does not.
+  absl::Status EnsureRunning(const std::string& name);
 
   // SocketOf is the Unix socket of daemon `name`.
   std::string SocketOf(const std::string& name) const;

@@ -25,7 +25,7 @@ namespace {
 // running. Null (after printing why) when that fails.
 std::unique_ptr<vmm::Vmm::Stub> Connect() {
   Daemons d;
-  absl::Status s = d.EnsureRunning();
+  absl::Status s = d.EnsureRunning("vmmd");
   if (!s.ok()) {
     std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
     return nullptr;
@@ -103,6 +103,7 @@ bool EnsureStarted(vmm::Vmm::Stub& stub, const std::string& name, int* code) {
     *code = kExitCannotRun;
     return false;
   }
+  if (sb.state() == vmm::RUNNING) return true;
   if (sb.state() == vmm::STOPPED || sb.state() == vmm::FAILED) {
     grpc::ClientContext sctx;
     vmm::StartRequest start;
