@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/daemons.h"
 #include "cli/exec_client.h"
+#include "cli/port_spec.h"
 #include "cli/table.h"
 #include "common/client.h"
 #include "nlohmann/json.hpp"
@@ -122,6 +123,28 @@ bool EnsureStarted(vmm::Vmm::Stub& stub, const std::string& name, int* code) {
   return true;
 }
 
+nlohmann::ordered_json PortsJson(const google::protobuf::RepeatedPtrField<vmm::PortMapping>& ports) {
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (const auto& p : ports) {
+    arr.push_back({{"host_ip", p.host_ip()},
+                   {"host_port", p.host_port()},
+                   {"sandbox_port", p.sandbox_port()},
+                   {"protocol", p.protocol()}});
+  }
+  return arr;
+}
+
+// PrintPorts writes "published 127.0.0.1:40001->80/tcp" lines for the
+// sandbox's ports.
+void PrintPorts(vmm::Vmm::Stub& stub, const std::string& name, std::ostream& out) {
+  grpc::ClientContext ctx;
+  vmm::ListPortsRequest req;
+  req.set_sandbox(name);
+  vmm::ListPortsResponse resp;
+  if (!stub.ListPorts(&ctx, req, &resp).ok()) return;
+  for (const auto& p : resp.ports()) out << "published " << FormatPortMapping(p) << "\n";
+}
+
 nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
   return {{"name", sb.spec().name()},
           {"agent", sb.spec().agent()},
@@ -134,7 +157,8 @@ nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
           {"template", sb.spec().template_()},
           {"created_at", sb.created_at()},
           {"pid", sb.vmm_pid()},
-          {"console_log", sb.console_log()}};
+          {"console_log", sb.console_log()},
+          {"ports", PortsJson(sb.ports())}};
 }
 
 // CreateFlags are the options shared by create and run.
@@ -147,6 +171,7 @@ struct CreateFlags {
   std::string agent;
   std::vector<std::string> paths;
   std::vector<std::string> env;
+  std::vector<std::string> publish;
   bool rm = false;
 };
 
@@ -157,7 +182,14 @@ void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
                   "Guest memory, e.g. 2048, 512m, 4g (default: half the host, 512 MiB..32 GiB)");
   cmd->add_option("--size", f->size, "Named size: micro, small, medium, large or xl");
   cmd->add_option("-t,--template", f->template_name, "Template (default: base)");
-  cmd->add_option("-e,--env", f->env, "Environment variable KEY=VALUE for every process");
+  cmd->add_option("-e,--env", f->env, "Environment variable KEY=VALUE for every process")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("-p,--publish", f->publish,
+                  "Publish a port: [[HOST_IP:]HOST_PORT:]SANDBOX_PORT[/tcp] (host IP defaults to "
+                  "127.0.0.1, an omitted host port is chosen free)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("agent", f->agent, "Agent to run (this release has: shell)")->required();
   cmd->add_option("paths", f->paths, "Host paths to share (not built yet)");
 }
@@ -198,6 +230,14 @@ bool BuildCreate(const CreateFlags& f, const std::vector<std::string>& args, boo
     if (unit[0] == 'g') mib *= 1024;
     spec->set_memory_mib(mib);
   }
+  for (const auto& p : f.publish) {
+    auto m = ParsePortSpec(p);
+    if (!m.ok()) {
+      std::cerr << "airlock: " << m.status().message() << "\n";
+      return false;
+    }
+    *spec->add_ports() = *m;
+  }
   for (const auto& p : f.paths) {
     auto* m = spec->add_mounts();
     m->set_host_path(p);
@@ -228,6 +268,7 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
     }
     if (!WaitRunning(*stub, resp.sandbox().spec().name())) return void(*exit_code = 1);
     std::cout << resp.sandbox().spec().name() << "\n";
+    PrintPorts(*stub, resp.sandbox().spec().name(), std::cerr);
   });
 
   // --- run ---
@@ -262,6 +303,7 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
       name = resp.sandbox().spec().name();
     }
     if (!EnsureStarted(*stub, name, exit_code)) return;
+    PrintPorts(*stub, name, std::cerr);
     ExecOptions o;
     o.sandbox = name;
     bool interactive_terminal = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
@@ -401,6 +443,94 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
     }
   });
 
+  // --- ports ---
+  auto* ports_name = new std::string();
+  auto* ports_publish = new std::vector<std::string>();
+  auto* ports_unpublish = new std::vector<std::string>();
+  CLI::App* ports = app.add_subcommand("ports", "List, publish or unpublish a sandbox's ports");
+  ports->add_option("name", *ports_name, "Sandbox name")->required();
+  ports->add_option("--publish", *ports_publish,
+                    "Publish [[HOST_IP:]HOST_PORT:]SANDBOX_PORT[/tcp]; prints the host port")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  ports->add_option("--unpublish", *ports_unpublish,
+                    "Stop publishing [[HOST_IP:]HOST_PORT:]SANDBOX_PORT")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  auto* ports_json = ports->add_flag("--json", "Print JSON");
+  ports->callback([=] {
+    std::vector<vmm::PortMapping> add, remove;
+    for (const auto& p : *ports_publish) {
+      auto m = ParsePortSpec(p);
+      if (!m.ok()) {
+        std::cerr << "airlock: " << m.status().message() << "\n";
+        return void(*exit_code = 2);
+      }
+      add.push_back(*m);
+    }
+    for (const auto& p : *ports_unpublish) {
+      auto m = ParsePortSpec(p);
+      if (!m.ok()) {
+        std::cerr << "airlock: " << m.status().message() << "\n";
+        return void(*exit_code = 2);
+      }
+      remove.push_back(*m);
+    }
+    auto stub = Connect();
+    if (!stub) return void(*exit_code = 1);
+    if (!add.empty() && !EnsureStarted(*stub, *ports_name, exit_code)) {
+      *exit_code = 1;
+      return;
+    }
+    for (const auto& m : add) {
+      grpc::ClientContext ctx;
+      vmm::PublishPortRequest req;
+      req.set_sandbox(*ports_name);
+      *req.mutable_port() = m;
+      vmm::PortMapping bound;
+      grpc::Status s = stub->PublishPort(&ctx, req, &bound);
+      if (!s.ok()) {
+        PrintError(s);
+        return void(*exit_code = 1);
+      }
+      if (!ports_json->count()) std::cout << FormatPortMapping(bound) << "\n";
+    }
+    for (const auto& m : remove) {
+      grpc::ClientContext ctx;
+      vmm::UnpublishPortRequest req;
+      req.set_sandbox(*ports_name);
+      *req.mutable_port() = m;
+      vmm::Empty empty;
+      grpc::Status s = stub->UnpublishPort(&ctx, req, &empty);
+      if (!s.ok()) {
+        PrintError(s);
+        return void(*exit_code = 1);
+      }
+    }
+    if (!add.empty() || !remove.empty()) {
+      if (!ports_json->count()) return;
+    }
+    grpc::ClientContext ctx;
+    vmm::ListPortsRequest req;
+    req.set_sandbox(*ports_name);
+    vmm::ListPortsResponse resp;
+    grpc::Status s = stub->ListPorts(&ctx, req, &resp);
+    if (!s.ok()) {
+      PrintError(s);
+      return void(*exit_code = 1);
+    }
+    if (ports_json->count()) {
+      std::cout << PortsJson(resp.ports()).dump(2) << "\n";
+      return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& p : resp.ports()) {
+      rows.push_back({p.host_ip(), std::to_string(p.host_port()), std::to_string(p.sandbox_port()),
+                      p.protocol()});
+    }
+    PrintTable(std::cout, {"HOST IP", "HOST PORT", "SANDBOX PORT", "PROTOCOL"}, rows);
+  });
+
   // --- exec ---
   auto* eo = new ExecOptions();
   CLI::App* exec = app.add_subcommand(
@@ -410,7 +540,9 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
   exec->add_flag("-d,--detach", eo->detach, "Run in the background and print its pid");
   exec->add_option("-u,--user", eo->user, "User name or uid[:gid] (default: agent)");
   exec->add_option("-w,--workdir", eo->workdir, "Working directory inside the sandbox");
-  exec->add_option("-e,--env", eo->env, "Environment variable KEY=VALUE");
+  exec->add_option("-e,--env", eo->env, "Environment variable KEY=VALUE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   exec->add_option("name", eo->sandbox, "Sandbox name")->required();
   exec->footer("Example: airlock exec -it mybox -- bash");
   exec->callback([=] {

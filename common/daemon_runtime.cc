@@ -89,8 +89,8 @@ class UnimplementedInterceptorFactory
 // Serves airlock.daemon.v1.Daemon.
 class DaemonInfoService final : public airlock::daemon::v1::Daemon::Service {
  public:
-  DaemonInfoService(const DaemonConfig& config, std::vector<std::string> listen)
-      : config_(config), listen_(std::move(listen)), started_(time(nullptr)) {}
+  DaemonInfoService(const DaemonConfig& config, const std::vector<std::string>* listen)
+      : config_(config), listen_(listen), started_(time(nullptr)) {}
 
   grpc::Status GetInfo(grpc::ServerContext*, const airlock::daemon::v1::GetInfoRequest*,
                        airlock::daemon::v1::GetInfoResponse* out) override {
@@ -98,14 +98,14 @@ class DaemonInfoService final : public airlock::daemon::v1::Daemon::Service {
     out->set_version(kVersion);
     out->set_pid(getpid());
     out->set_started_at(started_);
-    for (const auto& l : listen_) out->add_listen(l);
+    for (const auto& l : *listen_) out->add_listen(l);
     out->set_state_file(config_.StateFile());
     return grpc::Status::OK;
   }
 
  private:
   const DaemonConfig& config_;
-  std::vector<std::string> listen_;
+  const std::vector<std::string>* listen_;
   int64_t started_;
 };
 
@@ -224,7 +224,9 @@ absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
     }
     builder.AddListeningPort(c.tcp_listen, grpc::SslServerCredentials(ssl), &tcp_port);
   }
-  DaemonInfoService info(c, listen);
+  // The TCP port is known only after BuildAndStart; the info service reads
+  // the list then.
+  DaemonInfoService info(c, &listen);
   builder.RegisterService(&info);
   for (grpc::Service* s : services) builder.RegisterService(s);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> ics;

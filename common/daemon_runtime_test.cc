@@ -155,6 +155,12 @@ TEST(DaemonRuntimeTest, TcpRequiresClientCertificateAndRefusesPlaintext) {
   mtls.pem_cert_chain = Slurp(dir + "/cli.pem");
   auto good = grpc::CreateChannel(addr, grpc::SslCredentials(mtls));
   EXPECT_TRUE(CheckHealth(*good, std::chrono::seconds(5)).ok());
+  auto info = airlock::daemon::v1::Daemon::NewStub(good);
+  grpc::ClientContext ctx;
+  airlock::daemon::v1::GetInfoResponse ir;
+  ASSERT_TRUE(info->GetInfo(&ctx, {}, &ir).ok());
+  ASSERT_EQ(ir.listen_size(), 2);
+  EXPECT_EQ(ir.listen(1), "tcp:127.0.0.1:" + std::to_string(port) + " (mTLS)");
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "guest/agent_service.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <mutex>
@@ -10,6 +12,7 @@
 #include "common/status.h"
 #include "guest/exec_process.h"
 #include "guest/files.h"
+#include "guest/port_forward.h"
 
 namespace airlock::guest {
 
@@ -161,6 +164,42 @@ grpc::Status AgentService::MakeDir(grpc::ServerContext*, const vmm::MakeDirReque
 grpc::Status AgentService::RemovePath(grpc::ServerContext*, const vmm::RemovePathRequest* req,
                                       vmm::Empty*) {
   return ToGrpc(guest::RemovePath(req->path(), req->recursive()));
+}
+
+grpc::Status AgentService::PortForward(
+    grpc::ServerContext*,
+    grpc::ServerReaderWriter<airlock::agent::v1::PortData, airlock::agent::v1::PortData>* stream) {
+  airlock::agent::v1::PortData first;
+  if (!stream->Read(&first)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no port named");
+  }
+  auto fd = ConnectLoopback(first.port());
+  if (!fd.ok()) return ToGrpc(fd.status());
+  // Host -> guest on a thread of its own; guest -> host here.
+  std::thread inbound([&, sock = *fd] {
+    airlock::agent::v1::PortData in;
+    while (stream->Read(&in)) {
+      const std::string& d = in.data();
+      size_t off = 0;
+      while (off < d.size()) {
+        ssize_t n = write(sock, d.data() + off, d.size() - off);
+        if (n <= 0 && errno != EINTR) break;
+        if (n > 0) off += n;
+      }
+      if (in.eof()) shutdown(sock, SHUT_WR);
+    }
+    // The host side is gone entirely: stop reading from the socket too.
+    shutdown(sock, SHUT_RDWR);
+  });
+  PumpSocket(*fd, [&](absl::string_view data, bool eof) {
+    airlock::agent::v1::PortData out;
+    out.set_data(std::string(data));
+    out.set_eof(eof);
+    return stream->Write(out);
+  });
+  inbound.join();
+  close(*fd);
+  return grpc::Status::OK;
 }
 
 grpc::Status AgentService::Shutdown(grpc::ServerContext*,

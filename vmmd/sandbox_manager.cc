@@ -187,8 +187,25 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     return absl::UnimplementedError(
         "sharing host paths (direct and clone mode) is not built yet in this release");
   }
-  if (!spec.ports().empty()) {
-    return absl::UnimplementedError("publishing ports is not built yet in this release");
+  // Host ports are checked (and free ones chosen) now, so a taken port is a
+  // clear error at create rather than a missing forward later.
+  for (auto& port : *spec.mutable_ports()) {
+    if (absl::Status s = ValidatePortMapping(&port); !s.ok()) return s;
+    if (port.host_port() != 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [other, r] : records_) {
+        for (const auto& p : r.sb.spec().ports()) {
+          if (p.host_port() == port.host_port() && p.host_ip() == port.host_ip()) {
+            return absl::AlreadyExistsError(absl::StrCat(
+                "host port ", port.host_ip(), ":", port.host_port(), " is already published by "
+                "sandbox ", other));
+          }
+        }
+      }
+    }
+    auto reserved = ReserveHostPort(port);
+    if (!reserved.ok()) return reserved.status();
+    port = *reserved;
   }
   if (!spec.kits().empty()) {
     return absl::UnimplementedError("kits are not built yet in this release");
@@ -368,10 +385,12 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid) {
         std::lock_guard<std::mutex> lock(mu_);
         records_[name].agent = link;
       }
-      return Update(name, "", [&](vmm::Sandbox& sb) {
+      absl::Status st = Update(name, "", [&](vmm::Sandbox& sb) {
         sb.set_state(vmm::RUNNING);
         sb.set_kernel(pong.kernel());
       });
+      if (st.ok()) OpenPorts(name);
+      return st;
     }
     last = s.error_message();
     link->Reset();
@@ -459,6 +478,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Stop(const std::string& name, int t
     AIRLOCK_LOG_WARN("guest did not power off; killing the VM", {{"sandbox", name}});
     KillVm(*sb);
   }
+  ClosePorts(name);
   {
     std::lock_guard<std::mutex> lock(mu_);
     records_[name].agent.reset();
@@ -499,6 +519,7 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
     sb = records_[name].sb;
     records_[name].agent.reset();
   }
+  ClosePorts(name);
   KillVm(sb);
   VmConfig config = ConfigFor(sb);
   unlink(config.agent_socket.c_str());
@@ -582,6 +603,99 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> SandboxManager::AgentChannel(
         absl::StrCat("cannot reach the agent of sandbox ", name, ": ", channel.status().message()));
   }
   return channel;
+}
+
+void SandboxManager::OpenPorts(const std::string& name) {
+  vmm::Sandbox sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+  }
+  ports_.CloseAll(name);
+  std::vector<vmm::PortMapping> open;
+  std::vector<vmm::PortMapping> requested(sb.spec().ports().begin(), sb.spec().ports().end());
+  for (auto& m : requested) {
+    auto bound = ports_.Open(name, m, [this, name] { return AgentChannel(name); });
+    if (!bound.ok()) {
+      AIRLOCK_LOG_WARN("cannot publish port", {{"sandbox", name},
+                                               {"error", std::string(bound.status().message())}});
+      continue;
+    }
+    // An ephemeral host port, once chosen, is kept for later boots.
+    m.set_host_port(bound->host_port());
+    open.push_back(*bound);
+  }
+  (void)Update(name, "", [&](vmm::Sandbox& s) {
+    s.clear_ports();
+    for (const auto& m : open) *s.add_ports() = m;
+    s.mutable_spec()->clear_ports();
+    for (const auto& m : requested) *s.mutable_spec()->add_ports() = m;
+  });
+}
+
+void SandboxManager::ClosePorts(const std::string& name) {
+  ports_.CloseAll(name);
+  (void)Update(name, "", [](vmm::Sandbox& s) { s.clear_ports(); });
+}
+
+absl::StatusOr<vmm::PortMapping> SandboxManager::PublishPort(const std::string& name,
+                                                             vmm::PortMapping m) {
+  if (absl::Status s = ValidatePortMapping(&m); !s.ok()) return s;
+  auto sb = Get(name);
+  if (!sb.ok()) return sb.status();
+  for (const auto& p : sb->spec().ports()) {
+    if (p.sandbox_port() == m.sandbox_port() && p.host_ip() == m.host_ip() &&
+        (m.host_port() == 0 || m.host_port() == p.host_port())) {
+      return absl::AlreadyExistsError(absl::StrCat("sandbox port ", m.sandbox_port(),
+                                                   " is already published on ", p.host_ip(), ":",
+                                                   p.host_port()));
+    }
+  }
+  if (sb->state() != vmm::RUNNING) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sandbox ", name, " is not running (`airlock start ", name, "` first)"));
+  }
+  auto bound = ports_.Open(name, m, [this, name] { return AgentChannel(name); });
+  if (!bound.ok()) return bound.status();
+  absl::Status s = Update(name, "", [&](vmm::Sandbox& sb) {
+    *sb.add_ports() = *bound;
+    *sb.mutable_spec()->add_ports() = *bound;
+  });
+  if (!s.ok()) {
+    ports_.Close(name, *bound);
+    return s;
+  }
+  return *bound;
+}
+
+absl::Status SandboxManager::UnpublishPort(const std::string& name, const vmm::PortMapping& m) {
+  auto sb = Get(name);
+  if (!sb.ok()) return sb.status();
+  bool found = false;
+  for (const auto& p : sb->spec().ports()) found = found || SameMapping(p, m);
+  if (!found) {
+    return absl::NotFoundError(absl::StrCat("sandbox ", name, " has no published port ",
+                                            m.sandbox_port(), " matching that mapping"));
+  }
+  ports_.Close(name, m);
+  return Update(name, "", [&](vmm::Sandbox& s) {
+    auto keep = [&](google::protobuf::RepeatedPtrField<vmm::PortMapping>* list) {
+      google::protobuf::RepeatedPtrField<vmm::PortMapping> out;
+      for (const auto& p : *list) {
+        if (!SameMapping(p, m)) *out.Add() = p;
+      }
+      list->Swap(&out);
+    };
+    keep(s.mutable_ports());
+    keep(s.mutable_spec()->mutable_ports());
+  });
+}
+
+absl::StatusOr<std::vector<vmm::PortMapping>> SandboxManager::ListPorts(const std::string& name) {
+  auto sb = Get(name);
+  if (!sb.ok()) return sb.status();
+  const auto& list = sb->state() == vmm::RUNNING ? sb->ports() : sb->spec().ports();
+  return std::vector<vmm::PortMapping>(list.begin(), list.end());
 }
 
 void SandboxManager::AgentBroken(const std::string& name) {
@@ -690,6 +804,7 @@ void SandboxManager::Monitor() {
         if (it == records_.end() || it->second.busy || it->second.sb.state() != vmm::RUNNING) continue;
         it->second.agent.reset();
       }
+      ClosePorts(name);
       std::string console = Slurp(ConfigFor(sb).console_log);
       bool powered_off = console.find("reboot: Power down") != std::string::npos;
       AIRLOCK_LOG_WARN("VM exited", {{"sandbox", name}, {"powered_off", powered_off ? "yes" : "no"}});

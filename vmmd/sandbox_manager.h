@@ -21,6 +21,7 @@
 #include "protos/vmm/v1/vmm.pb.h"
 #include "vmmd/agent_link.h"
 #include "vmmd/hypervisor.h"
+#include "vmmd/port_forwarder.h"
 #include "vmmd/resources.h"
 #include "vmmd/sandbox_store.h"
 
@@ -78,6 +79,16 @@ class SandboxManager {
   // UNAVAILABLE; the next AgentChannel connects afresh.
   void AgentBroken(const std::string& name);
 
+  // PublishPort forwards a host port to the running sandbox and keeps the
+  // mapping (with the host port chosen) for later boots.
+  absl::StatusOr<airlock::vmm::v1::PortMapping> PublishPort(const std::string& name,
+                                                            airlock::vmm::v1::PortMapping m);
+  // UnpublishPort stops forwarding and forgets the mapping; NOT_FOUND when
+  // no published mapping matches.
+  absl::Status UnpublishPort(const std::string& name, const airlock::vmm::v1::PortMapping& m);
+  // ListPorts returns the sandbox's published mappings.
+  absl::StatusOr<std::vector<airlock::vmm::v1::PortMapping>> ListPorts(const std::string& name);
+
   // Accelerator resolves (probing once per host boot and kernel) which
   // accelerator VMs use.
   std::string Accelerator();
@@ -112,6 +123,10 @@ class SandboxManager {
   std::string FailureReason(const std::string& name, const std::string& what) const;
   absl::Status WaitForAgent(const std::string& name, pid_t pid);
   void Monitor();
+  // OpenPorts starts listening for every mapping of a sandbox that just
+  // became RUNNING; ClosePorts stops them.
+  void OpenPorts(const std::string& name);
+  void ClosePorts(const std::string& name);
   void StartWorker(std::function<void()> fn);
 
   ManagerOptions options_;
@@ -126,6 +141,7 @@ class SandboxManager {
   std::mutex accel_mu_;
   std::string accelerator_;
 
+  PortForwarder ports_;
   std::atomic<bool> stopping_{false};
   std::thread monitor_;
   std::mutex workers_mu_;

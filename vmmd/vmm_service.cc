@@ -212,6 +212,27 @@ grpc::Status VmmService::RemovePath(grpc::ServerContext* ctx, const vmm::RemoveP
   return Unary(manager_, ctx, *req, resp, &Agent::Stub::RemovePath);
 }
 
+grpc::Status VmmService::PublishPort(grpc::ServerContext*, const vmm::PublishPortRequest* req,
+                                     vmm::PortMapping* resp) {
+  auto m = manager_->PublishPort(req->sandbox(), req->port());
+  if (!m.ok()) return ToGrpc(m.status());
+  *resp = *m;
+  return grpc::Status::OK;
+}
+
+grpc::Status VmmService::UnpublishPort(grpc::ServerContext*, const vmm::UnpublishPortRequest* req,
+                                       vmm::Empty*) {
+  return ToGrpc(manager_->UnpublishPort(req->sandbox(), req->port()));
+}
+
+grpc::Status VmmService::ListPorts(grpc::ServerContext*, const vmm::ListPortsRequest* req,
+                                   vmm::ListPortsResponse* resp) {
+  auto ports = manager_->ListPorts(req->sandbox());
+  if (!ports.ok()) return ToGrpc(ports.status());
+  for (const auto& p : *ports) *resp->add_ports() = p;
+  return grpc::Status::OK;
+}
+
 grpc::Status VmmService::ListTemplates(grpc::ServerContext*, const vmm::ListTemplatesRequest*,
                                        vmm::ListTemplatesResponse* resp) {
   for (const auto& t : vmmd::ListTemplates(image_dir_)) {

@@ -44,6 +44,12 @@ class VmmService final : public airlock::vmm::v1::Vmm::Service {
                        airlock::vmm::v1::Empty*) override;
   grpc::Status RemovePath(grpc::ServerContext*, const airlock::vmm::v1::RemovePathRequest*,
                           airlock::vmm::v1::Empty*) override;
+  grpc::Status PublishPort(grpc::ServerContext*, const airlock::vmm::v1::PublishPortRequest*,
+                           airlock::vmm::v1::PortMapping*) override;
+  grpc::Status UnpublishPort(grpc::ServerContext*, const airlock::vmm::v1::UnpublishPortRequest*,
+                             airlock::vmm::v1::Empty*) override;
+  grpc::Status ListPorts(grpc::ServerContext*, const airlock::vmm::v1::ListPortsRequest*,
+                         airlock::vmm::v1::ListPortsResponse*) override;
   grpc::Status ListTemplates(grpc::ServerContext*,
                              const airlock::vmm::v1::ListTemplatesRequest*,
                              airlock::vmm::v1::ListTemplatesResponse*) override;
