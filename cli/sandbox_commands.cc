@@ -1,5 +1,7 @@
 #include "cli/sandbox_commands.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -191,7 +193,8 @@ void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("agent", f->agent, "Agent to run (this release has: shell)")->required();
-  cmd->add_option("paths", f->paths, "Host paths to share (not built yet)");
+  cmd->add_option("paths", f->paths,
+                  "Host paths to share at the same path in the guest; PATH:ro for read-only");
 }
 
 // BuildCreate turns flags into a CreateRequest; false (message printed) on
@@ -238,9 +241,21 @@ bool BuildCreate(const CreateFlags& f, const std::vector<std::string>& args, boo
     }
     *spec->add_ports() = *m;
   }
-  for (const auto& p : f.paths) {
+  for (std::string p : f.paths) {
     auto* m = spec->add_mounts();
-    m->set_host_path(p);
+    if (p.size() > 3 && p.compare(p.size() - 3, 3, ":ro") == 0) {
+      m->set_read_only(true);
+      p.resize(p.size() - 3);
+    } else if (p.size() > 3 && p.compare(p.size() - 3, 3, ":rw") == 0) {
+      p.resize(p.size() - 3);
+    }
+    // Paths are the caller's: make them absolute here, vmmd checks them.
+    char real[PATH_MAX];
+    if (realpath(p.c_str(), real) == nullptr) {
+      std::cerr << "airlock: shared path " << p << " does not exist\n";
+      return false;
+    }
+    m->set_host_path(real);
   }
   req->set_start(start);
   return true;

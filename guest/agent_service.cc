@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "guest/exec_process.h"
 #include "guest/files.h"
+#include "guest/mounts.h"
 #include "guest/port_forward.h"
 
 namespace airlock::guest {
@@ -164,6 +165,11 @@ grpc::Status AgentService::MakeDir(grpc::ServerContext*, const vmm::MakeDirReque
 grpc::Status AgentService::RemovePath(grpc::ServerContext*, const vmm::RemovePathRequest* req,
                                       vmm::Empty*) {
   return ToGrpc(guest::RemovePath(req->path(), req->recursive()));
+}
+
+grpc::Status AgentService::Mount(grpc::ServerContext*, const airlock::agent::v1::MountRequest* req,
+                                 vmm::Empty*) {
+  return ToGrpc(MountShare(req->tag(), req->path(), req->read_only(), req->file()));
 }
 
 grpc::Status AgentService::PortForward(

@@ -38,6 +38,8 @@ class AgentService final : public airlock::agent::v1::Agent::Service {
                        airlock::vmm::v1::Empty*) override;
   grpc::Status RemovePath(grpc::ServerContext*, const airlock::vmm::v1::RemovePathRequest*,
                           airlock::vmm::v1::Empty*) override;
+  grpc::Status Mount(grpc::ServerContext*, const airlock::agent::v1::MountRequest*,
+                     airlock::vmm::v1::Empty*) override;
   grpc::Status PortForward(grpc::ServerContext*,
                            grpc::ServerReaderWriter<airlock::agent::v1::PortData,
                                                     airlock::agent::v1::PortData>*) override;

@@ -7,10 +7,12 @@
 #include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
+#include <sstream>
 #include <map>
 #include <thread>
 
@@ -342,6 +344,72 @@ TEST_F(SandboxE2ETest, PublishedPortReachesGuestServerAndSurvivesRestart) {
   ASSERT_EQ(Airlock({"ports", "web", "--unpublish", "8000"}).exit_code, 0);
   EXPECT_EQ(Airlock({"ports", "web", "--json"}).out, "[]\n");
   EXPECT_EQ(HttpGet(host_port), "");
+}
+
+std::string ReadHostFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream b;
+  b << f.rdbuf();
+  return b.str();
+}
+
+TEST_F(SandboxE2ETest, DirectModeSharesPathsAndEnforcesReadOnlyOnTheHost) {
+  std::string ws = dir_.path() + "/ws", ro = dir_.path() + "/ro", outside = dir_.path() + "/outside";
+  for (const auto& d : {ws, ro, outside}) ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+  std::ofstream(ws + "/from-host.txt") << "host data\n";
+  std::ofstream(ro + "/ro.txt") << "read only\n";
+  std::ofstream(outside + "/secret.txt") << "must not be seen\n";
+  std::string single = dir_.path() + "/single.conf";
+  std::ofstream(single) << "one file\n";
+  // A symlink to the host's /etc and one to a host dir outside the share.
+  ASSERT_EQ(symlink("/etc", (ws + "/etc-link").c_str()), 0);
+  ASSERT_EQ(symlink(outside.c_str(), (ws + "/outside-link").c_str()), 0);
+  // The guest's agent user is uid 1000.
+  ASSERT_EQ(RunCommand({"chown", "-R", "1000:1000", ws}).exit_code, 0);
+
+  auto run = Airlock({"run", "--name", "direct", "-m", "1g", "shell", ws, ro + ":ro",
+                      single + ":ro", "--", "sh", "-c",
+                      "pwd; cat from-host.txt; echo from guest > from-guest.txt"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, ws + "\nhost data\n") << "the workspace is the default working dir";
+  EXPECT_EQ(ReadHostFile(ws + "/from-guest.txt"), "from guest\n");
+  std::ofstream(ws + "/later.txt") << "written while running\n";
+  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", ws + "/later.txt"}).out,
+            "written while running\n");
+
+  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", ro + "/ro.txt"}).out, "read only\n");
+  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", single}).out, "one file\n");
+  // Read-only holds even for guest root after remounting read-write.
+  auto write_ro = Airlock({"exec", "-u", "root", "direct", "--", "sh", "-c",
+                           "mount -o remount,rw " + ro + " 2>/dev/null; echo x > " + ro +
+                               "/new.txt; echo x >> " + single});
+  EXPECT_NE(write_ro.exit_code, 0);
+  EXPECT_NE(write_ro.err.find("Read-only file system"), std::string::npos) << write_ro.err;
+  EXPECT_NE(access((ro + "/new.txt").c_str(), F_OK), 0);
+  EXPECT_EQ(ReadHostFile(single), "one file\n");
+
+  // Symlinks resolve inside the guest, never to host files.
+  auto etc = Airlock({"exec", "direct", "--", "cat", ws + "/etc-link/hostname"});
+  EXPECT_EQ(etc.out, "sandbox\n") << "the template's /etc/hostname";
+  EXPECT_NE(etc.out, ReadHostFile("/etc/hostname")) << "never the host's /etc";
+  auto out = Airlock({"exec", "-u", "root", "direct", "--", "cat", ws + "/outside-link/secret.txt"});
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_EQ(out.out.find("must not be seen"), std::string::npos);
+
+  // Bad paths are refused and create nothing.
+  auto missing = Airlock({"create", "--name", "nopath", "shell", dir_.path() + "/absent"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("does not exist"), std::string::npos) << missing.err;
+  auto file_rw = Airlock({"create", "--name", "nopath", "shell", single});
+  EXPECT_NE(file_rw.exit_code, 0);
+  EXPECT_NE(file_rw.err.find("single file only with :ro"), std::string::npos) << file_rw.err;
+  EXPECT_TRUE(Sandbox("nopath").is_null());
+
+  // The workspace survives a restart, and rm leaves no virtiofsd behind.
+  ASSERT_EQ(Airlock({"stop", "direct"}).exit_code, 0);
+  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", "from-guest.txt"}).out, "from guest\n");
+  ASSERT_EQ(Airlock({"rm", "-f", "direct"}).exit_code, 0);
+  EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/run/vms/").empty());
 }
 
 TEST_F(SandboxE2ETest, FiveSandboxesAtOnce) {

@@ -7,10 +7,18 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace airlock::vmmd {
+
+// VmShare is one virtiofs export attached to the VM.
+struct VmShare {
+  std::string tag;
+  // vhost-user socket of the virtiofsd serving it.
+  std::string socket;
+};
 
 // VmConfig is everything needed to boot one sandbox's VM.
 struct VmConfig {
@@ -32,6 +40,8 @@ struct VmConfig {
   std::string console_log;
   // File receiving the VMM's own messages.
   std::string vmm_log;
+  // Host paths shared through virtiofs.
+  std::vector<VmShare> shares;
 };
 
 // Hypervisor starts VMs as processes that outlive vmmd (so a restarted vmmd

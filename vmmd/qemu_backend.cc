@@ -83,7 +83,7 @@ std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe)
 
 std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
   bool kvm = c.accelerator == "kvm";
-  return {
+  std::vector<std::string> args = {
       qemu_,
       "-name", absl::StrCat("airlock-", c.name),
       "-M", "microvm",
@@ -106,6 +106,22 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       "-device", "virtio-serial-device",
       "-device", "virtserialport,chardev=agent,name=airlock.agent",
   };
+  if (!c.shares.empty()) {
+    // vhost-user-fs needs guest memory that virtiofsd can map.
+    args.insert(args.end(),
+                {"-object",
+                 absl::StrCat("memory-backend-memfd,id=mem,size=", c.memory_mib, "M,share=on")});
+    for (auto& a : args) {
+      if (a == "microvm") a = "microvm,memory-backend=mem";
+    }
+    for (size_t i = 0; i < c.shares.size(); ++i) {
+      args.insert(args.end(),
+                  {"-chardev", absl::StrCat("socket,id=fs", i, ",path=", c.shares[i].socket),
+                   "-device",
+                   absl::StrCat("vhost-user-fs-device,chardev=fs", i, ",tag=", c.shares[i].tag)});
+    }
+  }
+  return args;
 }
 
 std::string QemuBackend::Marker(const VmConfig& c) const {

@@ -48,6 +48,18 @@ TEST(QemuBackendTest, MicrovmWithoutNetworkAndWithAgentChannel) {
   EXPECT_NE(joined.find(q.Marker(Config())), std::string::npos);
 }
 
+TEST(QemuBackendTest, SharesAddSharedMemoryAndVhostUserFs) {
+  VmConfig c = Config();
+  c.shares.push_back({"airlock0", "/run/airlock/vms/box1.fs0.sock"});
+  auto args = QemuBackend().Args(c);
+  EXPECT_EQ(After(args, "-M"), "microvm,memory-backend=mem");
+  EXPECT_EQ(After(args, "-object"), "memory-backend-memfd,id=mem,size=1024M,share=on");
+  std::string joined;
+  for (const auto& a : args) joined += a + " ";
+  EXPECT_NE(joined.find("vhost-user-fs-device,chardev=fs0,tag=airlock0"), std::string::npos);
+  EXPECT_EQ(After(QemuBackend().Args(Config()), "-M"), "microvm");
+}
+
 TEST(QemuBackendTest, KvmUsesHostCpuAndNoTscHint) {
   VmConfig c = Config();
   c.accelerator = "kvm";

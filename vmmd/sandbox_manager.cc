@@ -91,7 +91,22 @@ VmConfig SandboxManager::ConfigFor(const vmm::Sandbox& sb) const {
   c.agent_socket = absl::StrCat(options_.runtime_dir, "/vms/", c.name, ".sock");
   c.console_log = c.dir + "/console.log";
   c.vmm_log = c.dir + "/vmm.log";
+  for (const Share& s : SharesOf(sb)) c.shares.push_back({s.tag, s.socket});
   return c;
+}
+
+std::vector<Share> SandboxManager::SharesOf(const vmm::Sandbox& sb) const {
+  std::vector<Share> out;
+  for (int i = 0; i < sb.spec().mounts_size(); ++i) {
+    Share s;
+    s.tag = absl::StrCat("airlock", i);
+    s.socket = absl::StrCat(options_.runtime_dir, "/vms/", sb.spec().name(), ".fs", i, ".sock");
+    s.mount = sb.spec().mounts(i);
+    struct stat st;
+    s.file = stat(s.mount.host_path().c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
+    out.push_back(s);
+  }
+  return out;
 }
 
 void SandboxManager::StartWorker(std::function<void()> fn) {
@@ -183,9 +198,11 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   if (absl::Status s = ValidateName(spec.name()); !s.ok()) return s;
   auto res = ResolveResources(spec.cpus(), spec.memory_mib(), spec.size(), host_);
   if (!res.ok()) return res.status();
-  if (!spec.mounts().empty() || spec.clone()) {
-    return absl::UnimplementedError(
-        "sharing host paths (direct and clone mode) is not built yet in this release");
+  if (spec.clone()) {
+    return absl::UnimplementedError("clone mode is not built yet in this release");
+  }
+  for (auto& m : *spec.mutable_mounts()) {
+    if (absl::Status s = ValidateMount(&m); !s.ok()) return s;
   }
   // Host ports are checked (and free ones chosen) now, so a taken port is a
   // clear error at create rather than a missing forward later.
@@ -312,6 +329,13 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     // The previous boot's console is kept beside the new one.
     rename(config.console_log.c_str(), (config.console_log + ".1").c_str());
     unlink(config.vmm_log.c_str());
+    for (size_t i = 0; i < config.shares.size(); ++i) {
+      Share share = SharesOf(sb)[i];
+      for (pid_t old : ProcessesMatching("--socket-path=" + share.socket)) kill(old, SIGKILL);
+      auto fsd = StartShare(share, absl::StrCat(config.dir, "/shares/", i),
+                            absl::StrCat(config.dir, "/virtiofsd", i, ".log"));
+      if (!fsd.ok()) return fsd.status();
+    }
     auto launched = hypervisor_->Launch(config);
     if (!launched.ok()) return launched.status();
     pid = *launched;
@@ -324,10 +348,11 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     });
     if (!s.ok()) return s;
   }
-  return WaitForAgent(name, pid);
+  return WaitForAgent(name, pid, launch);
 }
 
-absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid) {
+absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
+                                          bool mount_shares) {
   vmm::Sandbox sb;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -380,6 +405,24 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid) {
     DeadlineAfter(ctx, seconds(10));
     airlock::agent::v1::PingResponse pong;
     grpc::Status s = stub->Ping(&ctx, {}, &pong);
+    if (s.ok() && mount_shares) {
+      for (const Share& share : SharesOf(sb)) {
+        grpc::ClientContext mctx;
+        DeadlineAfter(mctx, seconds(30));
+        airlock::agent::v1::MountRequest mr;
+        mr.set_tag(share.tag);
+        mr.set_path(share.mount.host_path());
+        mr.set_read_only(share.mount.read_only());
+        mr.set_file(share.file);
+        vmm::Empty empty;
+        grpc::Status ms = stub->Mount(&mctx, mr, &empty);
+        if (!ms.ok()) {
+          return absl::UnavailableError(FailureReason(
+              name, absl::StrCat("cannot mount ", share.mount.host_path(), " in the guest: ",
+                                 ms.error_message())));
+        }
+      }
+    }
     if (s.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -421,7 +464,11 @@ pid_t SandboxManager::FindVm(const vmm::Sandbox& sb) const {
 
 void SandboxManager::KillVm(const vmm::Sandbox& sb) {
   std::string marker = hypervisor_->Marker(ConfigFor(sb));
-  for (pid_t pid : ProcessesMatching(marker)) {
+  std::vector<pid_t> pids = ProcessesMatching(marker);
+  for (const Share& share : SharesOf(sb)) {
+    for (pid_t p : ProcessesMatching("--socket-path=" + share.socket)) pids.push_back(p);
+  }
+  for (pid_t pid : pids) {
     kill(pid, SIGKILL);
     for (int i = 0; i < 250 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
   }

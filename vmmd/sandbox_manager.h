@@ -22,6 +22,7 @@
 #include "vmmd/agent_link.h"
 #include "vmmd/hypervisor.h"
 #include "vmmd/port_forwarder.h"
+#include "vmmd/shares.h"
 #include "vmmd/resources.h"
 #include "vmmd/sandbox_store.h"
 
@@ -121,7 +122,12 @@ class SandboxManager {
   void KillVm(const airlock::vmm::v1::Sandbox& sb);
   pid_t FindVm(const airlock::vmm::v1::Sandbox& sb) const;
   std::string FailureReason(const std::string& name, const std::string& what) const;
-  absl::Status WaitForAgent(const std::string& name, pid_t pid);
+  // WaitForAgent waits until the booted guest's agent answers, mounts the
+  // shared paths (unless reattaching to a guest that has them), and marks
+  // the sandbox RUNNING.
+  absl::Status WaitForAgent(const std::string& name, pid_t pid, bool mount_shares);
+  // SharesOf lists the virtiofs exports of a sandbox.
+  std::vector<Share> SharesOf(const airlock::vmm::v1::Sandbox& sb) const;
   void Monitor();
   // OpenPorts starts listening for every mapping of a sandbox that just
   // became RUNNING; ClosePorts stops them.

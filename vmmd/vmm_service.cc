@@ -1,5 +1,7 @@
 #include "vmmd/vmm_service.h"
 
+#include <sys/stat.h>
+
 #include <thread>
 
 #include "common/status.h"
@@ -117,6 +119,12 @@ grpc::Status VmmService::Exec(
   if (grpc::Status s = AgentStub(manager_, first.start().sandbox(), &stub); !s.ok()) return s;
   // The sandbox's own environment goes first; the request's entries win.
   vmm::ExecStart* start = first.mutable_start();
+  // In direct mode the workspace is the first shared directory.
+  if (start->workdir().empty() && spec->spec().mounts_size() > 0) {
+    struct stat st;
+    const std::string& p = spec->spec().mounts(0).host_path();
+    if (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) start->set_workdir(p);
+  }
   google::protobuf::RepeatedPtrField<std::string> env;
   for (const auto& [k, v] : spec->spec().env()) *env.Add() = k + "=" + v;
   env.MergeFrom(start->env());

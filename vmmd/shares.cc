@@ -1,0 +1,107 @@
+#include "vmmd/shares.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/paths.h"
+#include "common/subprocess.h"
+
+namespace airlock::vmmd {
+
+namespace {
+constexpr char kVirtiofsd[] = "/usr/lib/qemu/virtiofsd";
+}
+
+absl::Status ValidateMount(airlock::vmm::v1::Mount* m) {
+  const std::string& p = m->host_path();
+  if (p.empty() || p[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shared path \"", p, "\" must be absolute"));
+  }
+  char real[PATH_MAX];
+  if (realpath(p.c_str(), real) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("shared path ", p, " does not exist"));
+  }
+  struct stat st;
+  if (stat(real, &st) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot stat shared path ", p));
+  }
+  if (!S_ISDIR(st.st_mode) && !(S_ISREG(st.st_mode) && m->read_only())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shared path ", p, " must be a directory (a single file only with :ro)"));
+  }
+  if (std::string(real) == "/") {
+    return absl::InvalidArgumentError("sharing the host's / is refused");
+  }
+  m->set_host_path(real);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> VirtiofsdCommand(const Share& s, const std::string& stage_dir,
+                                          const std::string& virtiofsd) {
+  const std::string& src = s.mount.host_path();
+  std::vector<std::string> fsd = {virtiofsd, "--socket-path=" + s.socket, "-o", "cache=auto",
+                                  "-o", "sandbox=namespace"};
+  if (!s.file && !s.mount.read_only()) {
+    fsd.insert(fsd.end(), {"-o", "source=" + src});
+    return fsd;
+  }
+  // Read-only (and single-file) exports: a private mount namespace where the
+  // source is bind-mounted read-only; virtiofsd inherits that mount.
+  std::vector<std::string> argv = {"unshare", "--mount", "--propagation", "private", "sh", "-c"};
+  if (s.file) {
+    // The stage dir holds one stand-in file; the stage is made read-only
+    // first, then the real file is bound (read-only) onto its stand-in.
+    std::string leaf = src.substr(src.rfind('/') + 1);
+    argv.insert(argv.end(),
+                {"set -e; STAGE=\"$1\"; LEAF=\"$2\"; SRC=\"$3\"; shift 3; "
+                 "mkdir -p \"$STAGE\"; : > \"$STAGE/$LEAF\"; "
+                 "mount --bind \"$STAGE\" \"$STAGE\"; mount -o remount,bind,ro \"$STAGE\"; "
+                 "mount --bind \"$SRC\" \"$STAGE/$LEAF\"; "
+                 "mount -o remount,bind,ro \"$STAGE/$LEAF\"; exec \"$@\"",
+                 "share", stage_dir, leaf, src});
+    fsd.insert(fsd.end(), {"-o", "source=" + stage_dir});
+  } else {
+    argv.insert(argv.end(),
+                {"set -e; mount --bind \"$1\" \"$1\"; mount -o remount,bind,ro \"$1\"; "
+                 "shift; exec \"$@\"",
+                 "share", src});
+    fsd.insert(fsd.end(), {"-o", "source=" + src});
+  }
+  argv.insert(argv.end(), fsd.begin(), fsd.end());
+  return argv;
+}
+
+absl::StatusOr<pid_t> StartShare(const Share& share, const std::string& stage_dir,
+                                 const std::string& log_path) {
+  if (geteuid() != 0) {
+    return absl::FailedPreconditionError(
+        "sharing host paths needs vmmd to run as root (virtiofsd sets up a mount namespace)");
+  }
+  if (access(kVirtiofsd, X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kVirtiofsd, " is missing; install qemu-system-common (tools/install_deps.sh)"));
+  }
+  unlink(share.socket.c_str());
+  if (share.file) {
+    if (absl::Status s = MakeDirs(stage_dir, 0700); !s.ok()) return s;
+  }
+  auto pid = SpawnDetached(VirtiofsdCommand(share, stage_dir, kVirtiofsd), log_path);
+  if (!pid.ok()) return pid.status();
+  struct stat st;
+  for (int i = 0; i < 500; ++i) {
+    if (stat(share.socket.c_str(), &st) == 0) return *pid;
+    if (!ProcessAlive(*pid)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "virtiofsd for ", share.mount.host_path(), " did not start; see ", log_path));
+}
+
+}  // namespace airlock::vmmd
