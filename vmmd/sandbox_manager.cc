@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "common/subprocess.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
+#include "protos/git/v1/git.grpc.pb.h"
 #include "vmmd/images.h"
 
 namespace airlock::vmmd {
@@ -232,6 +233,30 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   auto tmpl = LocateTemplate(options_.image_dir, spec.template_());
   if (!tmpl.ok()) return tmpl.status();
   spec.set_template_(tmpl->name);
+  if (spec.mounts_size() > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (records_.count(spec.name())) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
+          "remove it with `airlock rm ", spec.name(), "`"));
+    }
+  }
+  // The review baseline is taken before the guest can touch anything.
+  if (spec.mounts_size() > 0) {
+    auto gitd = airlock::git::v1::Git::NewStub(DialUnix(options_.gitd_socket));
+    grpc::ClientContext ctx;
+    DeadlineAfter(ctx, seconds(120));
+    airlock::git::v1::BaselineRequest req;
+    req.set_sandbox(spec.name());
+    for (const auto& m : spec.mounts()) req.add_paths(m.host_path());
+    airlock::git::v1::BaselineResponse resp;
+    grpc::Status s = gitd->Baseline(&ctx, req, &resp);
+    if (!s.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot record the review baseline of the shared paths: gitd at ",
+          options_.gitd_socket, ": ", s.error_message(), " (`airlock daemon start`)"));
+    }
+  }
 
   vmm::Sandbox sb;
   *sb.mutable_spec() = spec;

@@ -36,6 +36,8 @@ struct ManagerOptions {
   std::string accelerator = "auto";
   // Seconds a boot may take until the agent answers.
   int boot_timeout_s = 180;
+  // gitd's socket: the review baseline of shared paths is recorded there.
+  std::string gitd_socket;
 };
 
 class SandboxManager {
