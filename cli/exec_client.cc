@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include "common/fd_io.h"
+
 namespace airlock::cli {
 
 namespace vmm = airlock::vmm::v1;
@@ -44,17 +46,6 @@ class RawTerminal {
   struct termios saved_ {};
   bool active_ = false;
 };
-
-bool WriteAll(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += n;
-  }
-  return true;
-}
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/fd_io.h"
 #include "common/status.h"
 #include "guest/exec_process.h"
 #include "guest/files.h"
@@ -185,13 +186,7 @@ grpc::Status AgentService::PortForward(
   std::thread inbound([&, sock = *fd] {
     airlock::agent::v1::PortData in;
     while (stream->Read(&in)) {
-      const std::string& d = in.data();
-      size_t off = 0;
-      while (off < d.size()) {
-        ssize_t n = write(sock, d.data() + off, d.size() - off);
-        if (n <= 0 && errno != EINTR) break;
-        if (n > 0) off += n;
-      }
+      WriteAll(sock, in.data());
       if (in.eof()) shutdown(sock, SHUT_WR);
     }
     // The host side is gone entirely: stop reading from the socket too.

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/fd_io.h"
 #include "guest/reaper.h"
 #include "guest/users.h"
 
@@ -232,14 +233,8 @@ ExecProcess::~ExecProcess() {
 }
 
 void ExecProcess::WriteStdin(absl::string_view data) {
-  while (!data.empty() && stdin_fd_ >= 0) {
-    ssize_t n = write(stdin_fd_, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;  // the process closed its stdin or exited
-    }
-    data.remove_prefix(n);
-  }
+  // A failure means the process closed its stdin or exited: nothing to do.
+  if (stdin_fd_ >= 0) WriteAll(stdin_fd_, data);
 }
 
 void ExecProcess::CloseStdin() {

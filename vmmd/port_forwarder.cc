@@ -12,6 +12,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "common/fd_io.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
 
 namespace airlock::vmmd {
@@ -83,14 +84,7 @@ void Carry(int sock, uint32_t port, std::shared_ptr<grpc::Channel> channel, int 
   std::thread outbound([&] {
     airlock::agent::v1::PortData in;
     while (stream->Read(&in)) {
-      const std::string& d = in.data();
-      size_t off = 0;
-      while (off < d.size()) {
-        ssize_t n = write(sock, d.data() + off, d.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        off += n;
-      }
+      WriteAll(sock, in.data());
       if (in.eof()) shutdown(sock, SHUT_WR);
     }
     // The guest side ended (or nothing listened): cut the client too.
