@@ -175,6 +175,8 @@ struct CreateFlags {
   std::vector<std::string> paths;
   std::vector<std::string> env;
   std::vector<std::string> publish;
+  bool clone = false;
+  std::string branch;
   bool rm = false;
 };
 
@@ -193,6 +195,10 @@ void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
                   "127.0.0.1, an omitted host port is chosen free)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_flag("--clone", f->clone,
+                "Clone mode: share PATH's Git repo read-only and work in a private clone; "
+                "the agent's commits come back as the remote sandbox-NAME");
+  cmd->add_option("--branch", f->branch, "Clone mode: branch to check out (default: current)");
   cmd->add_option("agent", f->agent, "Agent to run (this release has: shell)")->required();
   cmd->add_option("paths", f->paths,
                   "Host paths to share at the same path in the guest; PATH:ro for read-only");
@@ -208,6 +214,8 @@ bool BuildCreate(const CreateFlags& f, const std::vector<std::string>& args, boo
   spec->set_cpus(f.cpus);
   spec->set_size(f.size);
   spec->set_template_(f.template_name);
+  spec->set_clone(f.clone);
+  spec->set_branch(f.branch);
   for (const auto& a : args) spec->add_args(a);
   for (const auto& e : f.env) {
     size_t eq = e.find('=');

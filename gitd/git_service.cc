@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "gitd/host_repo.h"
 #include "gitd/review.h"
 #include "nlohmann/json.hpp"
 
@@ -13,7 +14,57 @@ absl::Status GitService::Init() {
   return db_->Migrate({
       "CREATE TABLE baselines (sandbox TEXT PRIMARY KEY, roots TEXT NOT NULL, "
       "snapshot BLOB NOT NULL)",
+      "CREATE TABLE clones (sandbox TEXT PRIMARY KEY, root TEXT NOT NULL)",
   });
+}
+
+grpc::Status GitService::PrepareClone(grpc::ServerContext*, const git::PrepareCloneRequest* req,
+                                      git::PrepareCloneResponse* resp) {
+  if (req->sandbox().empty() || req->path().empty() || req->path()[0] != '/') {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "clone mode needs a sandbox name and an absolute path");
+  }
+  auto facts = InspectRepo(req->path(), req->branch());
+  if (!facts.ok()) return ToGrpc(facts.status());
+  absl::Status s = db_->Exec("INSERT OR REPLACE INTO clones (sandbox, root) VALUES (?, ?)",
+                             {req->sandbox(), facts->root});
+  if (!s.ok()) return ToGrpc(s);
+  resp->set_source_root(facts->root);
+  resp->set_branch(facts->branch);
+  resp->set_shallow(facts->shallow);
+  for (const auto& [name, url] : facts->remotes) (*resp->mutable_remotes())[name] = url;
+  return grpc::Status::OK;
+}
+
+grpc::Status GitService::Publish(grpc::ServerContext*, const git::PublishRequest* req,
+                                 git::PublishResponse* resp) {
+  auto rows = db_->Query("SELECT root FROM clones WHERE sandbox = ?", {req->sandbox()});
+  if (!rows.ok()) return ToGrpc(rows.status());
+  if (rows->empty()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("sandbox ", req->sandbox(), " is not in clone mode"));
+  }
+  std::string remote = absl::StrCat("sandbox-", req->sandbox());
+  // The one write gitd makes to a host repo: this remote in .git/config.
+  if (absl::Status s = SetRemote((*rows)[0][0], remote, req->url()); !s.ok()) return ToGrpc(s);
+  resp->set_remote(remote);
+  return grpc::Status::OK;
+}
+
+grpc::Status GitService::Unpublish(grpc::ServerContext*, const git::UnpublishRequest* req,
+                                   git::UnpublishResponse*) {
+  auto rows = db_->Query("SELECT root FROM clones WHERE sandbox = ?", {req->sandbox()});
+  if (!rows.ok()) return ToGrpc(rows.status());
+  if (!rows->empty()) {
+    absl::Status s = DeleteRemote((*rows)[0][0], absl::StrCat("sandbox-", req->sandbox()));
+    // A host repo that was moved or deleted has no remote left to remove.
+    if (!s.ok() && s.code() != absl::StatusCode::kNotFound) return ToGrpc(s);
+  }
+  for (const char* sql : {"DELETE FROM clones WHERE sandbox = ?",
+                          "DELETE FROM baselines WHERE sandbox = ?"}) {
+    if (absl::Status s = db_->Exec(sql, {req->sandbox()}); !s.ok()) return ToGrpc(s);
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status GitService::Baseline(grpc::ServerContext*, const git::BaselineRequest* req,

@@ -1,5 +1,6 @@
-// gitd's gRPC surface (airlock.git.v1.Git). Baseline and Review are built;
-// the clone-mode calls answer UNIMPLEMENTED until clone mode lands.
+// gitd's gRPC surface (airlock.git.v1.Git): clone-mode workspaces (the
+// host repo's facts and its "sandbox-<name>" remote) and the review
+// baseline of shared paths.
 #ifndef AIRLOCK_GITD_GIT_SERVICE_H_
 #define AIRLOCK_GITD_GIT_SERVICE_H_
 
@@ -15,6 +16,12 @@ class GitService final : public airlock::git::v1::Git::Service {
   // Init creates gitd's tables.
   absl::Status Init();
 
+  grpc::Status PrepareClone(grpc::ServerContext*, const airlock::git::v1::PrepareCloneRequest*,
+                            airlock::git::v1::PrepareCloneResponse*) override;
+  grpc::Status Publish(grpc::ServerContext*, const airlock::git::v1::PublishRequest*,
+                       airlock::git::v1::PublishResponse*) override;
+  grpc::Status Unpublish(grpc::ServerContext*, const airlock::git::v1::UnpublishRequest*,
+                         airlock::git::v1::UnpublishResponse*) override;
   grpc::Status Baseline(grpc::ServerContext*, const airlock::git::v1::BaselineRequest*,
                         airlock::git::v1::BaselineResponse*) override;
   grpc::Status Review(grpc::ServerContext*, const airlock::git::v1::ReviewRequest*,

@@ -1,5 +1,5 @@
-// gitd: clone-mode workspaces and the review of risky changes. This release
-// serves Baseline and Review; the clone-mode calls answer UNIMPLEMENTED.
+// gitd: clone-mode workspaces and the review of risky changes. This file
+// only wires the service to the daemon runtime.
 #include "common/daemon_runtime.h"
 #include "gitd/git_service.h"
 

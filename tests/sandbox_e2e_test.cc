@@ -443,6 +443,82 @@ TEST_F(SandboxE2ETest, ReviewCatchesPlantedHookAndWorkflow) {
   EXPECT_EQ(Airlock({"review", "no-such-box"}).exit_code, 2);
 }
 
+// TreeHash is a digest of every path, mode, size and file content under
+// `dir` (its .git included).
+std::string TreeHash(const std::string& dir) {
+  return RunCommand({"sh", "-c",
+                     "cd \"$1\" && { find . -printf '%p %m %s %l\\n' | sort; "
+                     "find . -type f -print0 | sort -z | xargs -0 sha256sum; } | sha256sum",
+                     "hash", dir})
+      .out;
+}
+
+TEST_F(SandboxE2ETest, CloneModeKeepsHostRepoUntouchedAndFetchesCommits) {
+  std::string repo = dir_.path() + "/hostrepo";
+  auto git = [&](const std::string& cmd) {
+    return RunCommand({"sh", "-c", "cd '" + repo + "' && " + cmd},
+                      {{"GIT_CONFIG_NOSYSTEM", "1"}, {"HOME", dir_.path()}});
+  };
+  ASSERT_EQ(RunCommand({"git", "init", "-q", "-b", "main", repo}).exit_code, 0);
+  ASSERT_EQ(git("mkdir -p src && echo v1 > src/app.txt && git add . && "
+                "git -c user.name=h -c user.email=h@h commit -qm host-commit && "
+                "git branch feature && git remote add origin https://example.com/app.git && "
+                "git remote add nearby /srv/elsewhere").exit_code, 0);
+
+  ASSERT_EQ(Airlock({"create", "--clone", "--name", "cl", "-m", "1g", "shell", repo + "/src"})
+                .exit_code, 0);
+  std::string before = TreeHash(repo);
+  auto look = Airlock({"exec", "cl", "--", "sh", "-c",
+                       "pwd; git log --format=%s; git remote; cat src/app.txt; "
+                       "ls /run/sandbox/source/src"});
+  EXPECT_EQ(look.out, "/home/agent/workspace\nhost-commit\norigin\nsource\nv1\napp.txt\n")
+      << look.err;
+
+  // A hostile session, as root: nothing reaches the host repo.
+  auto hostile = Airlock(
+      {"exec", "-u", "root", "cl", "--", "sh", "-c",
+       "S=/run/sandbox/source; mount -o remount,rw $S 2>/dev/null; "
+       "echo evil >> $S/src/app.txt; echo evil > $S/.git/hooks/post-checkout; "
+       "git -C $S -c user.name=x -c user.email=x@x commit --allow-empty -qm evil; "
+       "rm -rf $S/.git/objects $S/src; chmod 777 $S; "
+       "git -C $S config core.hooksPath /tmp; true"});
+  EXPECT_NE(hostile.err.find("Read-only file system"), std::string::npos) << hostile.err;
+  EXPECT_EQ(TreeHash(repo), before) << "the host repo changed";
+
+  ASSERT_EQ(Airlock({"exec", "cl", "--", "sh", "-c",
+                     "echo v2 > src/app.txt && git commit -qam agent-commit"}).exit_code, 0);
+  auto fetch = git("git fetch -q sandbox-cl && git log --format=%s sandbox-cl/main");
+  EXPECT_EQ(fetch.out, "agent-commit\nhost-commit\n") << fetch.err;
+  EXPECT_EQ(git("cat src/app.txt").out, "v1\n") << "fetch does not touch the working tree";
+
+  ASSERT_EQ(Airlock({"stop", "cl"}).exit_code, 0);
+  auto stopped = git("git fetch sandbox-cl");
+  EXPECT_NE(stopped.exit_code, 0);
+  EXPECT_NE(stopped.err.find("sandbox cl is stopped"), std::string::npos) << stopped.err;
+  ASSERT_EQ(Airlock({"start", "cl"}).exit_code, 0);
+  EXPECT_EQ(git("git fetch -q sandbox-cl && git log -1 --format=%s sandbox-cl/main").out,
+            "agent-commit\n");
+
+  ASSERT_EQ(Airlock({"rm", "-f", "cl"}).exit_code, 0);
+  EXPECT_EQ(git("git remote").out, "nearby\norigin\n");
+  EXPECT_EQ(git("grep -c sandbox .git/config || true").out, "0\n");
+
+  // A shallow host repo still gives a usable workspace; a non-repo is refused.
+  std::string shallow = dir_.path() + "/shallow";
+  ASSERT_EQ(RunCommand({"git", "-c", "protocol.file.allow=always", "clone", "-q", "--depth", "1",
+                        "file://" + repo, shallow}).exit_code, 0);
+  auto sh = Airlock({"run", "--clone", "--name", "shal", "-m", "1g", "shell", shallow, "--", "sh",
+                     "-c", "git log --format=%s; cat src/app.txt"});
+  EXPECT_EQ(sh.out, "host-commit\nv1\n") << sh.err;
+  auto not_repo = Airlock({"create", "--clone", "--name", "norepo", "shell", dir_.path()});
+  EXPECT_NE(not_repo.exit_code, 0);
+  EXPECT_NE(not_repo.err.find("not inside a Git working tree"), std::string::npos) << not_repo.err;
+  auto bad_branch = Airlock({"create", "--clone", "--branch", "nope", "--name", "nob", "shell", repo});
+  EXPECT_NE(bad_branch.exit_code, 0);
+  EXPECT_NE(bad_branch.err.find("branch \"nope\" does not exist"), std::string::npos)
+      << bad_branch.err;
+}
+
 TEST_F(SandboxE2ETest, FiveSandboxesAtOnce) {
   ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
   std::vector<std::thread> threads;

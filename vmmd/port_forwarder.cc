@@ -52,6 +52,8 @@ bool SameMapping(const vmm::PortMapping& a, const vmm::PortMapping& b) {
 // One listening socket and the thread accepting on it.
 struct PortForwarder::Listener {
   vmm::PortMapping mapping;
+  // When set, every connection gets these bytes and is closed.
+  std::string reply;
   int fd = -1;
   int wake[2] = {-1, -1};
   std::atomic<int> connections{0};
@@ -183,12 +185,19 @@ absl::StatusOr<vmm::PortMapping> ReserveHostPort(const vmm::PortMapping& request
 absl::StatusOr<vmm::PortMapping> PortForwarder::Open(const std::string& sandbox,
                                                      const vmm::PortMapping& requested,
                                                      ChannelFn channel) {
+  return Listen(sandbox, requested, std::move(channel), "");
+}
+
+absl::StatusOr<vmm::PortMapping> PortForwarder::Listen(const std::string& sandbox,
+                                                       const vmm::PortMapping& requested,
+                                                       ChannelFn channel, std::string reply) {
   vmm::PortMapping m = requested;
   auto bound = BindListener(&m);
   if (!bound.ok()) return bound.status();
   int fd = *bound;
   auto l = std::make_unique<Listener>();
   l->mapping = m;
+  l->reply = std::move(reply);
   l->fd = fd;
   if (pipe2(l->wake, O_CLOEXEC) != 0) {
     close(fd);
@@ -204,6 +213,11 @@ absl::StatusOr<vmm::PortMapping> PortForwarder::Open(const std::string& sandbox,
       if (!fds[0].revents) continue;
       int sock = accept4(raw->fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (sock < 0) continue;
+      if (!raw->reply.empty()) {
+        WriteAll(sock, raw->reply);
+        close(sock);
+        continue;
+      }
       auto ch = channel();
       if (!ch.ok()) {
         close(sock);  // the sandbox is not reachable: refuse by closing
@@ -216,6 +230,15 @@ absl::StatusOr<vmm::PortMapping> PortForwarder::Open(const std::string& sandbox,
   std::lock_guard<std::mutex> lock(mu_);
   listeners_.emplace(sandbox, std::move(l));
   return m;
+}
+
+absl::Status PortForwarder::OpenResponder(const std::string& sandbox, const vmm::PortMapping& m,
+                                          std::string reply) {
+  auto opened = Listen(
+      sandbox, m,
+      [] { return absl::StatusOr<std::shared_ptr<grpc::Channel>>(absl::UnavailableError("")); },
+      std::move(reply));
+  return opened.status();
 }
 
 void PortForwarder::Close(const std::string& sandbox, const vmm::PortMapping& m) {

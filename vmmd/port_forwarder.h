@@ -45,6 +45,11 @@ class PortForwarder {
   absl::StatusOr<airlock::vmm::v1::PortMapping> Open(const std::string& sandbox,
                                                      const airlock::vmm::v1::PortMapping& m,
                                                      ChannelFn channel);
+  // OpenResponder listens on `m`'s host port and answers every connection
+  // with `reply`, then closes it (a stopped clone-mode sandbox tells git
+  // why it cannot fetch). The host port must be set.
+  absl::Status OpenResponder(const std::string& sandbox, const airlock::vmm::v1::PortMapping& m,
+                             std::string reply);
   // Close stops listening for `m`; open connections are cut.
   void Close(const std::string& sandbox, const airlock::vmm::v1::PortMapping& m);
   // CloseAll stops every listener of the sandbox.
@@ -52,6 +57,9 @@ class PortForwarder {
 
  private:
   struct Listener;
+  absl::StatusOr<airlock::vmm::v1::PortMapping> Listen(const std::string& sandbox,
+                                                       const airlock::vmm::v1::PortMapping& m,
+                                                       ChannelFn channel, std::string reply);
   std::mutex mu_;
   std::multimap<std::string, std::unique_ptr<Listener>> listeners_;
 };

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -56,6 +57,38 @@ std::string StateName(vmm::SandboxState s) {
   return n;
 }
 
+// Clone mode: where the host repo appears in the guest, the port of the
+// guest's git daemon, and the guest's workspace.
+constexpr char kCloneSource[] = "/run/sandbox/source";
+constexpr uint32_t kGitDaemonPort = 9418;
+
+// The first boot clones the source; every boot makes sure the agent user
+// has a Git identity and trusts the host-owned source.
+// $1 = branch ("" for the source's HEAD), then pairs of remote name and URL.
+constexpr char kCloneSetup[] = R"(set -e
+git config --global --get safe.directory >/dev/null || git config --global --add safe.directory '*'
+git config --global --get user.name >/dev/null || git config --global user.name "Airlock agent"
+git config --global --get user.email >/dev/null || git config --global user.email agent@sandbox
+W=$HOME/workspace
+if [ ! -e "$W/.git" ]; then
+  mkdir -p "$W"
+  if [ -n "$1" ]; then
+    git clone -q --no-hardlinks --branch "$1" /run/sandbox/source "$W"
+  else
+    git clone -q --no-hardlinks /run/sandbox/source "$W"
+  fi
+  cd "$W"
+  git remote rename origin source
+  shift
+  while [ $# -ge 2 ]; do git remote add "$1" "$2"; shift 2; done
+fi
+)";
+
+// PktLine encodes one git protocol packet.
+std::string PktLine(const std::string& payload) {
+  return absl::StrCat(absl::Hex(payload.size() + 4, absl::kZeroPad4), payload);
+}
+
 bool RemoveTree(const std::string& path) {
   return RunCommand({"rm", "-rf", "--one-file-system", path}, {}, "", 120).exit_code == 0;
 }
@@ -103,6 +136,7 @@ std::vector<Share> SandboxManager::SharesOf(const vmm::Sandbox& sb) const {
     s.tag = absl::StrCat("airlock", i);
     s.socket = absl::StrCat(options_.runtime_dir, "/vms/", sb.spec().name(), ".fs", i, ".sock");
     s.mount = sb.spec().mounts(i);
+    s.guest_path = s.mount.guest_path().empty() ? s.mount.host_path() : s.mount.guest_path();
     struct stat st;
     s.file = stat(s.mount.host_path().c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
     out.push_back(s);
@@ -199,8 +233,12 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   if (absl::Status s = ValidateName(spec.name()); !s.ok()) return s;
   auto res = ResolveResources(spec.cpus(), spec.memory_mib(), spec.size(), host_);
   if (!res.ok()) return res.status();
-  if (spec.clone()) {
-    return absl::UnimplementedError("clone mode is not built yet in this release");
+  if (spec.clone() && spec.mounts_size() != 1) {
+    return absl::InvalidArgumentError(
+        "clone mode takes exactly one PATH: a directory inside the Git repository to clone");
+  }
+  if (!spec.clone() && !spec.branch().empty()) {
+    return absl::InvalidArgumentError("--branch only applies with --clone");
   }
   for (auto& m : *spec.mutable_mounts()) {
     if (absl::Status s = ValidateMount(&m); !s.ok()) return s;
@@ -241,8 +279,30 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
           "remove it with `airlock rm ", spec.name(), "`"));
     }
   }
-  // The review baseline is taken before the guest can touch anything.
-  if (spec.mounts_size() > 0) {
+  vmm::CloneInfo clone;
+  if (spec.clone()) {
+    auto prepared = PrepareClone(spec);
+    if (!prepared.ok()) return prepared.status();
+    clone = *prepared;
+    // The host repo is shared read-only at /run/sandbox/source, and the
+    // guest's git daemon is published on a free loopback port.
+    vmm::Mount source;
+    source.set_host_path(clone.source_root());
+    source.set_read_only(true);
+    source.set_guest_path(kCloneSource);
+    spec.clear_mounts();
+    *spec.add_mounts() = source;
+    spec.set_branch(clone.branch());
+    vmm::PortMapping git;
+    git.set_sandbox_port(kGitDaemonPort);
+    if (absl::Status s = ValidatePortMapping(&git); !s.ok()) return s;
+    auto reserved = ReserveHostPort(git);
+    if (!reserved.ok()) return reserved.status();
+    *spec.add_ports() = *reserved;
+  }
+  // The review baseline is taken before the guest can touch anything
+  // (direct mode: clone mode shares nothing writable).
+  if (spec.mounts_size() > 0 && !spec.clone()) {
     auto gitd = airlock::git::v1::Git::NewStub(DialUnix(options_.gitd_socket));
     grpc::ClientContext ctx;
     DeadlineAfter(ctx, seconds(120));
@@ -260,6 +320,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
 
   vmm::Sandbox sb;
   *sb.mutable_spec() = spec;
+  if (spec.clone()) *sb.mutable_clone() = clone;
   sb.set_state(vmm::CREATING);
   sb.set_created_at(time(nullptr));
   sb.set_cpus(res->cpus);
@@ -436,7 +497,7 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         DeadlineAfter(mctx, seconds(30));
         airlock::agent::v1::MountRequest mr;
         mr.set_tag(share.tag);
-        mr.set_path(share.mount.host_path());
+        mr.set_path(share.guest_path);
         mr.set_read_only(share.mount.read_only());
         mr.set_file(share.file);
         vmm::Empty empty;
@@ -448,6 +509,12 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         }
       }
     }
+    if (s.ok() && mount_shares && sb.spec().clone()) {
+      (void)Update(name, "cloning the source", [](vmm::Sandbox&) {});
+      if (absl::Status cs = SetUpClone(sb, *channel); !cs.ok()) {
+        return absl::FailedPreconditionError(FailureReason(name, std::string(cs.message())));
+      }
+    }
     if (s.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -457,7 +524,10 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         sb.set_state(vmm::RUNNING);
         sb.set_kernel(pong.kernel());
       });
-      if (st.ok()) OpenPorts(name);
+      if (st.ok()) {
+        OpenPorts(name);
+        if (sb.spec().clone()) PublishClone(name);
+      }
       return st;
     }
     last = s.error_message();
@@ -560,6 +630,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Stop(const std::string& name, int t
     sb.set_state(vmm::STOPPED);
     sb.set_vmm_pid(0);
   });
+  AnswerStoppedClone(*sb);
   End(name);
   if (!s.ok()) return s;
   return Get(name);
@@ -598,6 +669,22 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
   if (!RemoveTree(SandboxDir(name))) {
     End(name);
     return absl::InternalError(absl::StrCat("cannot remove ", SandboxDir(name)));
+  }
+  if (sb.spec().clone() || sb.spec().mounts_size() > 0) {
+    // Forget the review baseline, and in clone mode remove the host repo's
+    // sandbox-<name> remote.
+    auto gitd = airlock::git::v1::Git::NewStub(DialUnix(options_.gitd_socket));
+    grpc::ClientContext ctx;
+    DeadlineAfter(ctx, seconds(10));
+    airlock::git::v1::UnpublishRequest req;
+    req.set_sandbox(name);
+    airlock::git::v1::UnpublishResponse resp;
+    grpc::Status s = gitd->Unpublish(&ctx, req, &resp);
+    if (!s.ok()) {
+      End(name);
+      return absl::UnavailableError(absl::StrCat("cannot remove the sandbox's Git remote: ",
+                                                 s.error_message(), " (`airlock daemon start`)"));
+    }
   }
   if (absl::Status s = store_->Delete(name); !s.ok()) {
     End(name);
@@ -675,6 +762,134 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> SandboxManager::AgentChannel(
         absl::StrCat("cannot reach the agent of sandbox ", name, ": ", channel.status().message()));
   }
   return channel;
+}
+
+absl::StatusOr<vmm::CloneInfo> SandboxManager::PrepareClone(const vmm::SandboxSpec& spec) {
+  auto gitd = airlock::git::v1::Git::NewStub(DialUnix(options_.gitd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(30));
+  airlock::git::v1::PrepareCloneRequest req;
+  req.set_sandbox(spec.name());
+  req.set_path(spec.mounts(0).host_path());
+  req.set_branch(spec.branch());
+  airlock::git::v1::PrepareCloneResponse resp;
+  grpc::Status s = gitd->PrepareClone(&ctx, req, &resp);
+  if (!s.ok()) {
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      return absl::UnavailableError(absl::StrCat("gitd is not reachable at ", options_.gitd_socket,
+                                                 " (`airlock daemon start`)"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("clone mode: ", s.error_message()));
+  }
+  vmm::CloneInfo info;
+  info.set_source_root(resp.source_root());
+  info.set_branch(resp.branch());
+  for (const auto& [k, v] : resp.remotes()) (*info.mutable_remotes())[k] = v;
+  info.set_host_remote(absl::StrCat("sandbox-", spec.name()));
+  return info;
+}
+
+namespace {
+
+// GuestRun runs argv in the guest as the agent user and returns its exit
+// code with stdout and stderr together.
+absl::StatusOr<std::pair<int, std::string>> GuestRun(std::shared_ptr<grpc::Channel> channel,
+                                                      const std::vector<std::string>& argv,
+                                                      bool detach) {
+  auto stub = airlock::agent::v1::Agent::NewStub(channel);
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(300));
+  auto stream = stub->Exec(&ctx);
+  vmm::ExecRequest req;
+  for (const auto& a : argv) req.mutable_start()->add_argv(a);
+  req.mutable_start()->set_detach(detach);
+  req.mutable_start()->set_workdir("/");
+  stream->Write(req);
+  std::string out;
+  int code = -1;
+  vmm::ExecResponse resp;
+  while (stream->Read(&resp)) {
+    out += resp.stdout();
+    out += resp.stderr();
+    if (resp.has_exit()) {
+      code = resp.exit().code();
+      stream->WritesDone();
+    }
+  }
+  grpc::Status s = stream->Finish();
+  if (code < 0) return FromGrpc(s);
+  return std::make_pair(code, out);
+}
+
+}  // namespace
+
+absl::Status SandboxManager::SetUpClone(const vmm::Sandbox& sb,
+                                        std::shared_ptr<grpc::Channel> agent) {
+  std::vector<std::string> argv = {"sh", "-c", kCloneSetup, "clone-setup", sb.clone().branch()};
+  std::map<std::string, std::string> remotes(sb.clone().remotes().begin(),
+                                             sb.clone().remotes().end());
+  for (const auto& [name, url] : remotes) {
+    argv.push_back(name);
+    argv.push_back(url);
+  }
+  auto setup = GuestRun(agent, argv, false);
+  if (!setup.ok()) return setup.status();
+  if (setup->first != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cloning the source in the guest failed: ", setup->second));
+  }
+  auto daemon = GuestRun(agent,
+                         {"git", "daemon", "--reuseaddr", "--listen=127.0.0.1",
+                          absl::StrCat("--port=", kGitDaemonPort), "--export-all",
+                          "--base-path=/home/agent", "/home/agent/workspace"},
+                         true);
+  if (!daemon.ok()) return daemon.status();
+  // RUNNING promises a working remote: wait until the daemon listens.
+  auto listening = GuestRun(agent,
+                            {"bash", "-c",
+                             absl::StrCat("for i in $(seq 100); do (: <>/dev/tcp/127.0.0.1/",
+                                          kGitDaemonPort, ") 2>/dev/null && exit 0; sleep 0.1; "
+                                          "done; exit 1")},
+                            false);
+  if (!listening.ok()) return listening.status();
+  if (listening->first != 0) {
+    return absl::FailedPreconditionError("the git daemon in the guest did not start listening");
+  }
+  return absl::OkStatus();
+}
+
+void SandboxManager::PublishClone(const std::string& name) {
+  vmm::Sandbox sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+  }
+  for (const auto& p : sb.ports()) {
+    if (p.sandbox_port() != kGitDaemonPort) continue;
+    auto gitd = airlock::git::v1::Git::NewStub(DialUnix(options_.gitd_socket));
+    grpc::ClientContext ctx;
+    DeadlineAfter(ctx, seconds(10));
+    airlock::git::v1::PublishRequest req;
+    req.set_sandbox(name);
+    req.set_url(absl::StrCat("git://", p.host_ip(), ":", p.host_port(), "/workspace"));
+    airlock::git::v1::PublishResponse resp;
+    grpc::Status s = gitd->Publish(&ctx, req, &resp);
+    if (!s.ok()) {
+      AIRLOCK_LOG_WARN("cannot publish the sandbox remote",
+                       {{"sandbox", name}, {"error", s.error_message()}});
+    }
+  }
+}
+
+void SandboxManager::AnswerStoppedClone(const vmm::Sandbox& sb) {
+  if (!sb.spec().clone()) return;
+  const std::string& name = sb.spec().name();
+  for (const auto& p : sb.spec().ports()) {
+    if (p.sandbox_port() != kGitDaemonPort) continue;
+    std::string msg = absl::StrCat("ERR sandbox ", name, " is stopped; start it with `airlock start ",
+                                   name, "` and fetch again\n");
+    (void)ports_.OpenResponder(name, p, PktLine(msg));
+  }
 }
 
 void SandboxManager::OpenPorts(const std::string& name) {
@@ -820,6 +1035,7 @@ absl::Status SandboxManager::Recover() {
         break;
       default:
         if (pid > 0) KillVm(sb);
+        if (sb.state() == vmm::STOPPED) AnswerStoppedClone(sb);
         if (sb.state() == vmm::STOPPING) {
           (void)Update(name, "", [](vmm::Sandbox& s) {
             s.set_state(vmm::STOPPED);

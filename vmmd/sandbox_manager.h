@@ -131,6 +131,16 @@ class SandboxManager {
   // SharesOf lists the virtiofs exports of a sandbox.
   std::vector<Share> SharesOf(const airlock::vmm::v1::Sandbox& sb) const;
   void Monitor();
+  // PrepareClone asks gitd about the host repo of a clone-mode spec.
+  absl::StatusOr<airlock::vmm::v1::CloneInfo> PrepareClone(const airlock::vmm::v1::SandboxSpec& spec);
+  // SetUpClone clones the source in the guest (first boot) and starts the
+  // guest's git daemon (every boot).
+  absl::Status SetUpClone(const airlock::vmm::v1::Sandbox& sb, std::shared_ptr<grpc::Channel> agent);
+  // PublishClone points the host repo's sandbox-<name> remote at the
+  // sandbox's git port.
+  void PublishClone(const std::string& name);
+  // AnswerStoppedClone makes the git port say that the sandbox is stopped.
+  void AnswerStoppedClone(const airlock::vmm::v1::Sandbox& sb);
   // OpenPorts starts listening for every mapping of a sandbox that just
   // became RUNNING; ClosePorts stops them.
   void OpenPorts(const std::string& name);

@@ -24,6 +24,7 @@ absl::Status ValidateMount(airlock::vmm::v1::Mount* m);
 // Share is one export of a running sandbox.
 struct Share {
   std::string tag;     // virtiofs tag, "airlock<N>"
+  std::string guest_path;  // where the guest mounts it
   std::string socket;  // vhost-user socket virtiofsd listens on
   airlock::vmm::v1::Mount mount;
   bool file = false;

@@ -120,7 +120,7 @@ grpc::Status VmmService::Exec(
   // The sandbox's own environment goes first; the request's entries win.
   vmm::ExecStart* start = first.mutable_start();
   // In direct mode the workspace is the first shared directory.
-  if (start->workdir().empty() && spec->spec().mounts_size() > 0) {
+  if (start->workdir().empty() && spec->spec().mounts_size() > 0 && !spec->spec().clone()) {
     struct stat st;
     const std::string& p = spec->spec().mounts(0).host_path();
     if (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) start->set_workdir(p);
