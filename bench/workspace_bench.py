@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Direct-mode workspace throughput: prints figures, asserts nothing.
+"""Workspace benchmarks: prints figures, asserts nothing.
+
+Direct mode:
 
 Writes then reads a file of --mib MiB (dd, fsync'd; the read after dropping
 the guest's page cache) and creates --files small files, inside a sandbox on
 a shared directory, and does the same work on the host in the same
 directory; prints MiB/s and files/s for both and their ratio.
+Clone mode: the time of `git fetch sandbox-NAME` on the host for one new
+commit made in the guest (median of --fetches).
 usage: bench/workspace_bench.py [--mib N] [--files N] [--airlock PATH]
 """
 import argparse
@@ -19,6 +23,7 @@ import time
 ap = argparse.ArgumentParser()
 ap.add_argument("--mib", type=int, default=128)
 ap.add_argument("--files", type=int, default=300)
+ap.add_argument("--fetches", type=int, default=5)
 here = os.path.dirname(os.path.abspath(__file__))
 default_cli = os.path.join(here, "..", "bazel-bin", "cli", "airlock")
 ap.add_argument("--airlock", default=default_cli if os.path.exists(default_cli) else "airlock")
@@ -66,6 +71,23 @@ try:
                               ("files", "files/s", args.files)):
         g, h = amount / guest[key], amount / host[key]
         print(f"{key:6} sandbox {g:10.1f} {unit:8} host {h:10.1f} {unit:8} ratio {g / h:.2f}")
+
+    # Clone mode: one commit in the guest, then a timed fetch on the host.
+    import statistics
+    repo = tmp + "/repo"
+    gitenv = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", HOME=tmp)
+    subprocess.run(["git", "init", "-q", "-b", "main", repo], check=True, env=gitenv)
+    subprocess.run(["sh", "-c", "echo 0 > n && git add n && git -c user.name=b -c user.email=b@b "
+                    "commit -qm start"], cwd=repo, check=True, env=gitenv)
+    airlock("create", "--clone", "--name", "fetchbench", "-m", "1g", "shell", repo)
+    times = []
+    for i in range(args.fetches):
+        airlock("exec", "fetchbench", "--", "sh", "-c", f"echo commit{i} > n && git commit -qam c{i}")
+        t0 = time.monotonic()
+        subprocess.run(["git", "fetch", "-q", "sandbox-fetchbench"], cwd=repo, check=True, env=gitenv)
+        times.append(time.monotonic() - t0)
+    print(f"clone-mode fetch of one commit: median {statistics.median(times) * 1000:.0f} ms "
+          f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}, n={len(times)})")
 finally:
     subprocess.run([args.airlock, "rm", "-f", "--all"], env=env, capture_output=True)
     subprocess.run([args.airlock, "daemon", "stop"], env=env, capture_output=True)

@@ -510,6 +510,9 @@ TEST_F(SandboxE2ETest, CloneModeKeepsHostRepoUntouchedAndFetchesCommits) {
   auto sh = Airlock({"run", "--clone", "--name", "shal", "-m", "1g", "shell", shallow, "--", "sh",
                      "-c", "git log --format=%s; cat src/app.txt"});
   EXPECT_EQ(sh.out, "host-commit\nv1\n") << sh.err;
+  auto branch = Airlock({"run", "--clone", "--branch", "feature", "--name", "br", "-m", "1g",
+                         "shell", repo, "--", "git", "branch", "--show-current"});
+  EXPECT_EQ(branch.out, "feature\n") << branch.err;
   auto not_repo = Airlock({"create", "--clone", "--name", "norepo", "shell", dir_.path()});
   EXPECT_NE(not_repo.exit_code, 0);
   EXPECT_NE(not_repo.err.find("not inside a Git working tree"), std::string::npos) << not_repo.err;
