@@ -1,0 +1,172 @@
+#include "policyd/rules.h"
+
+#include "gtest/gtest.h"
+
+namespace airlock::policyd {
+namespace {
+
+Rule R(Action a, const std::string& res, const std::string& methods = "",
+       std::vector<std::string> paths = {}, const std::string& sandbox = "") {
+  Rule r;
+  r.action = a;
+  auto parsed = ParseResource(res);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  r.resource = *parsed;
+  r.methods = *ParseMethods(methods);
+  r.paths = std::move(paths);
+  r.sandbox = sandbox;
+  return r;
+}
+
+Request Host(const std::string& host, uint16_t port = 443) {
+  Request q;
+  q.host = host;
+  q.port = port;
+  return q;
+}
+
+Request Http(const std::string& host, const std::string& method, const std::string& path) {
+  Request q = Host(host);
+  q.http = true;
+  q.method = method;
+  q.path = path;
+  return q;
+}
+
+Request Ip(const std::string& ip, uint16_t port = 80) {
+  Request q;
+  q.has_address = ParseAddress(ip, &q.address);
+  q.port = port;
+  return q;
+}
+
+constexpr Action kA = Action::kAllow;
+constexpr Action kD = Action::kDeny;
+
+TEST(ParseResourceTest, Forms) {
+  EXPECT_EQ(ParseResource("API.GitHub.com")->domain, "api.github.com");
+  EXPECT_EQ(ParseResource("*.example.com")->kind, Resource::Kind::kOneLabel);
+  EXPECT_EQ(ParseResource("**.example.com")->kind, Resource::Kind::kAnyDepth);
+  EXPECT_EQ(ParseResource("**")->kind, Resource::Kind::kAny);
+  EXPECT_EQ(ParseResource("example.com:8443")->port, 8443);
+  EXPECT_EQ(ParseResource("10.0.0.0/8")->prefix, 104);
+  EXPECT_EQ(ParseResource("::1")->kind, Resource::Kind::kAddress);
+  EXPECT_EQ(ParseResource("[::1]:22")->port, 22);
+  EXPECT_EQ(ParseResource("fd00::/8")->prefix, 8);
+}
+
+TEST(ParseResourceTest, BadResourcesSayWhatIsWrong) {
+  struct Case {
+    const char* text;
+    const char* why;
+  } cases[] = {{"", "empty"},
+               {"a.*.com", "first label"},
+               {"exa mple.com", "valid domain"},
+               {"-x.com", "valid domain"},
+               {"x.com:0", "1..65535"},
+               {"x.com:http", "1..65535"},
+               {"10.0.0.0/33", "0..32"},
+               {"10.0.0.0/x", "ADDRESS/PREFIX"},
+               {"[::1", "']'"}};
+  for (const auto& c : cases) {
+    auto r = ParseResource(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.status().message().find(c.why), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("invalid resource"), std::string::npos);
+  }
+}
+
+TEST(MethodsAndPathsTest, Parse) {
+  EXPECT_EQ(*ParseMethods("get, POST"), (std::vector<std::string>{"GET", "POST"}));
+  EXPECT_TRUE(ParseMethods("ANY")->empty());
+  EXPECT_FALSE(ParseMethods("GET;rm").ok());
+  EXPECT_TRUE(ValidatePathGlob("/repos/**").ok());
+  EXPECT_FALSE(ValidatePathGlob("repos").ok());
+  EXPECT_FALSE(ValidatePathGlob("/a?b=1").ok());
+  EXPECT_FALSE(ValidatePathGlob("/a#x").ok());
+  EXPECT_FALSE(ValidatePathGlob("/a/../b").ok());
+}
+
+TEST(PathMatchesTest, Globs) {
+  EXPECT_TRUE(PathMatches("/repos/**", "/repos/a/b/c"));
+  EXPECT_TRUE(PathMatches("/repos/**", "/repos"));
+  EXPECT_FALSE(PathMatches("/repos/**", "/reposx/a"));
+  EXPECT_TRUE(PathMatches("/repos/*/issues", "/repos/x/issues"));
+  EXPECT_FALSE(PathMatches("/repos/*/issues", "/repos/x/y/issues"));
+  EXPECT_TRUE(PathMatches("/v1/messages", "/v1/messages"));
+  EXPECT_FALSE(PathMatches("/v1/messages", "/v1/messages/x"));
+  EXPECT_TRUE(PathMatches("/files/*.txt", "/files/a.txt"));
+}
+
+TEST(DecideTest, DefaultDenyAndExactDomain) {
+  RuleSet rs({R(kA, "api.github.com")});
+  EXPECT_EQ(rs.Decide(Host("api.github.com")).action, kA);
+  EXPECT_EQ(rs.Decide(Host("github.com")).action, kD);
+  EXPECT_EQ(rs.Decide(Host("github.com")).rule, nullptr);
+  EXPECT_NE(rs.Decide(Host("evil.com")).reason.find("default deny"), std::string::npos);
+}
+
+TEST(DecideTest, OneLabelAndAnyDepthWildcards) {
+  RuleSet rs({R(kA, "*.one.com"), R(kA, "**.deep.com")});
+  EXPECT_EQ(rs.Decide(Host("a.one.com")).action, kA);
+  EXPECT_EQ(rs.Decide(Host("a.b.one.com")).action, kD);
+  EXPECT_EQ(rs.Decide(Host("one.com")).action, kD);
+  EXPECT_EQ(rs.Decide(Host("a.deep.com")).action, kA);
+  EXPECT_EQ(rs.Decide(Host("a.b.c.deep.com")).action, kA);
+  EXPECT_EQ(rs.Decide(Host("deep.com")).action, kD);
+}
+
+TEST(DecideTest, PortsAndAddresses) {
+  RuleSet rs({R(kA, "db.internal:5432"), R(kA, "10.1.0.0/16"), R(kA, "[::1]:8080")});
+  EXPECT_EQ(rs.Decide(Host("db.internal", 5432)).action, kA);
+  EXPECT_EQ(rs.Decide(Host("db.internal", 22)).action, kD);
+  EXPECT_EQ(rs.Decide(Ip("10.1.2.3")).action, kA);
+  EXPECT_EQ(rs.Decide(Ip("10.2.0.1")).action, kD);
+  EXPECT_EQ(rs.Decide(Ip("::1", 8080)).action, kA);
+  EXPECT_EQ(rs.Decide(Ip("::1", 80)).action, kD);
+}
+
+TEST(DecideTest, DenyBeatsAllowWhateverTheOrder) {
+  RuleSet a({R(kA, "**"), R(kD, "**.evil.com")});
+  RuleSet b({R(kD, "**.evil.com"), R(kA, "**")});
+  for (const RuleSet* rs : {&a, &b}) {
+    Decision d = rs->Decide(Host("x.evil.com"));
+    EXPECT_EQ(d.action, kD);
+    EXPECT_NE(d.reason.find("deny beats allow"), std::string::npos);
+    EXPECT_EQ(rs->Decide(Host("good.com")).action, kA);
+  }
+}
+
+TEST(DecideTest, MethodAndPathRules) {
+  RuleSet rs({R(kA, "api.github.com", "GET,POST", {"/repos/**"}),
+              R(kD, "api.github.com", "DELETE", {"/repos/**"})});
+  EXPECT_EQ(rs.Decide(Http("api.github.com", "POST", "/repos/a/b/issues")).action, kA);
+  EXPECT_EQ(rs.Decide(Http("api.github.com", "PUT", "/repos/a")).action, kD);
+  EXPECT_EQ(rs.Decide(Http("api.github.com", "GET", "/user")).action, kD);
+  EXPECT_EQ(rs.Decide(Http("api.github.com", "DELETE", "/repos/a/b")).action, kD);
+  // Granted only by HTTP rules: raw TCP or an uninspected tunnel is refused.
+  Decision raw = rs.Decide(Host("api.github.com"));
+  EXPECT_EQ(raw.action, kD);
+  EXPECT_NE(raw.reason.find("only for HTTP"), std::string::npos) << raw.reason;
+}
+
+TEST(DecideTest, HttpDenyBeatsHostAllow) {
+  RuleSet rs({R(kA, "api.github.com"), R(kD, "api.github.com", "DELETE")});
+  EXPECT_EQ(rs.Decide(Http("api.github.com", "GET", "/x")).action, kA);
+  EXPECT_EQ(rs.Decide(Http("api.github.com", "DELETE", "/x")).action, kD);
+}
+
+TEST(DecideTest, SandboxScope) {
+  RuleSet rs({R(kA, "pypi.org", "", {}, "box1"), R(kD, "**.ads.com", "", {}, "")});
+  Request q = Host("pypi.org");
+  q.sandbox = "box1";
+  EXPECT_EQ(rs.Decide(q).action, kA);
+  q.sandbox = "box2";
+  EXPECT_EQ(rs.Decide(q).action, kD);
+  Request ads = Host("x.ads.com");
+  ads.sandbox = "box1";
+  EXPECT_EQ(rs.Decide(ads).action, kD);
+}
+
+}  // namespace
+}  // namespace airlock::policyd
