@@ -88,7 +88,9 @@ absl::Status StateDb::Run(absl::string_view sql, const std::vector<SqlValue>& pa
       sqlite3_bind_int64(stmt, idx, std::get<int64_t>(params[i]));
     } else if (std::holds_alternative<std::string>(params[i])) {
       const std::string& v = std::get<std::string>(params[i]);
-      sqlite3_bind_blob(stmt, idx, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+      // Bound as text (bytes kept exactly), so values compare equal to SQL
+      // string literals; binary values read back unchanged too.
+      sqlite3_bind_text(stmt, idx, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     } else {
       sqlite3_bind_null(stmt, idx);
     }

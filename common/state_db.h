@@ -18,7 +18,8 @@ struct sqlite3;
 
 namespace airlock {
 
-// SqlValue is a bound parameter: NULL, an integer or text/blob bytes.
+// SqlValue is a bound parameter: NULL, an integer, or bytes (bound as
+// text, so they compare equal to SQL string literals).
 using SqlValue = std::variant<std::nullptr_t, int64_t, std::string>;
 
 // SqlRow is one result row; every column as bytes (NULL reads as "").

@@ -1,13 +1,15 @@
-// policyd: network rules, presets, kits, the grant surface and the widening gate.
-//
-// This release serves the daemon runtime (health, reflection, info) and the
-// airlock::policy::v1 API, whose methods answer UNIMPLEMENTED until they are built.
+// policyd: network rules, presets and the decision check (kits, the grant
+// surface and snapshots for proxyd are not built yet and answer
+// UNIMPLEMENTED). This file only wires objects.
 #include "common/daemon_runtime.h"
-#include "protos/policy/v1/policy.grpc.pb.h"
+#include "policyd/policy_service.h"
+#include "policyd/rule_store.h"
 
 int main(int argc, char** argv) {
-  airlock::policy::v1::Policy::Service service;
-  return airlock::DaemonMain("policyd", argc, argv, {}, [&](airlock::DaemonRuntime& rt) {
+  return airlock::DaemonMain("policyd", argc, argv, {}, [](airlock::DaemonRuntime& rt) {
+    airlock::policyd::RuleStore store(&rt.state());
+    if (absl::Status s = store.Init(); !s.ok()) return s;
+    airlock::policyd::PolicyService service(&store);
     return rt.Serve({&service});
   });
 }

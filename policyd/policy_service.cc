@@ -1,0 +1,89 @@
+#include "policyd/policy_service.h"
+
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+
+namespace airlock::policyd {
+
+namespace pb = airlock::policy::v1;
+
+namespace {
+
+void ToProto(const Rule& r, pb::Rule* out) {
+  out->set_id(r.id);
+  out->set_action(r.action == Action::kAllow ? pb::ALLOW : pb::DENY);
+  out->set_resource(r.resource.text);
+  for (const auto& m : r.methods) out->add_methods(m);
+  for (const auto& p : r.paths) out->add_paths(p);
+  out->set_sandbox(r.sandbox);
+  out->set_origin(r.origin);
+}
+
+}  // namespace
+
+grpc::Status PolicyService::AddRules(grpc::ServerContext*, const pb::AddRulesRequest* req,
+                                     pb::AddRulesResponse* resp) {
+  if (req->rules().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no rules given");
+  }
+  std::vector<RuleSpec> specs;
+  for (const auto& r : req->rules()) {
+    if (r.action() != pb::ALLOW && r.action() != pb::DENY) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "every rule needs an action (ALLOW or DENY)");
+    }
+    RuleSpec s;
+    s.action = r.action() == pb::ALLOW ? Action::kAllow : Action::kDeny;
+    s.resource = r.resource();
+    s.methods = absl::StrJoin(r.methods(), ",");
+    s.paths.assign(r.paths().begin(), r.paths().end());
+    s.sandbox = r.sandbox();
+    specs.push_back(s);
+  }
+  auto added = store_->Add(specs);
+  if (!added.ok()) return ToGrpc(added.status());
+  for (const auto& r : *added) ToProto(r, resp->add_rules());
+  return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::RemoveRules(grpc::ServerContext*, const pb::RemoveRulesRequest* req,
+                                        pb::RemoveRulesResponse* resp) {
+  if (req->id().empty() == req->resource().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "give exactly one of a rule id or a resource");
+  }
+  auto removed = store_->Remove(req->id(), req->resource(), req->sandbox());
+  if (!removed.ok()) return ToGrpc(removed.status());
+  resp->set_removed(*removed);
+  return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::ListRules(grpc::ServerContext*, const pb::ListRulesRequest* req,
+                                      pb::ListRulesResponse* resp) {
+  for (const auto& r : store_->List(req->sandbox())) ToProto(r, resp->add_rules());
+  resp->set_preset(store_->Preset());
+  return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::Check(grpc::ServerContext*, const pb::CheckRequest* req,
+                                  pb::CheckResponse* resp) {
+  auto q = ParseTarget(req->target(), req->method());
+  if (!q.ok()) return ToGrpc(q.status());
+  q->sandbox = req->sandbox();
+  std::shared_ptr<const RuleSet> rules = store_->Compiled();
+  Decision d = rules->Decide(*q);
+  resp->set_action(d.action == Action::kAllow ? pb::ALLOW : pb::DENY);
+  if (d.rule != nullptr) ToProto(*d.rule, resp->mutable_rule());
+  resp->set_reason(d.reason);
+  return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::InitPreset(grpc::ServerContext*, const pb::InitPresetRequest* req,
+                                       pb::InitPresetResponse* resp) {
+  auto rules = store_->InitPreset(req->preset());
+  if (!rules.ok()) return ToGrpc(rules.status());
+  for (const auto& r : *rules) ToProto(r, resp->add_rules());
+  return grpc::Status::OK;
+}
+
+}  // namespace airlock::policyd

@@ -1,0 +1,65 @@
+// policyd's durable rules, in its SQLite file, and the compiled RuleSet
+// rebuilt from them on every change.
+#ifndef AIRLOCK_POLICYD_RULE_STORE_H_
+#define AIRLOCK_POLICYD_RULE_STORE_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/state_db.h"
+#include "policyd/rules.h"
+
+namespace airlock::policyd {
+
+// RuleSpec is a rule as a caller writes it, before validation.
+struct RuleSpec {
+  Action action = Action::kDeny;
+  std::string resource;
+  std::string methods;  // "GET,POST", "ANY" or ""
+  std::vector<std::string> paths;
+  std::string sandbox;
+  std::string origin = "user";
+};
+
+class RuleStore {
+ public:
+  explicit RuleStore(StateDb* db) : db_(db) {}
+
+  // Init creates the tables and, on a new install, applies "balanced".
+  absl::Status Init();
+
+  // Add validates every spec (all or nothing) and stores them.
+  absl::StatusOr<std::vector<Rule>> Add(const std::vector<RuleSpec>& specs);
+  // Remove deletes by id, or every rule with `resource` in `sandbox`'s
+  // scope; NOT_FOUND when nothing matched.
+  absl::StatusOr<int> Remove(const std::string& id, const std::string& resource,
+                             const std::string& sandbox);
+  // List returns the global rules and, with a sandbox, its own.
+  std::vector<Rule> List(const std::string& sandbox);
+  // InitPreset replaces the global preset rules.
+  absl::StatusOr<std::vector<Rule>> InitPreset(const std::string& preset);
+  std::string Preset();
+  // Compiled is the current RuleSet.
+  std::shared_ptr<const RuleSet> Compiled();
+
+ private:
+  absl::Status Reload();
+  static absl::StatusOr<Rule> Validate(const RuleSpec& spec);
+  absl::Status Insert(const Rule& r);
+
+  StateDb* db_;
+  std::mutex mu_;
+  std::vector<Rule> rules_;
+  std::shared_ptr<const RuleSet> compiled_;
+};
+
+// ParseTarget reads a check target ("host", "host:port", "https://host/p",
+// an IP) into a request; with a URL the request is HTTP(S).
+absl::StatusOr<Request> ParseTarget(const std::string& target, const std::string& method);
+
+}  // namespace airlock::policyd
+
+#endif  // AIRLOCK_POLICYD_RULE_STORE_H_
