@@ -23,8 +23,7 @@ using testing::RunCommand;
 class DaemonsIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    env_ = {{"AIRLOCK_RUNTIME_DIR", dir_.path() + "/run"},
-            {"AIRLOCK_STATE_DIR", dir_.path() + "/state"}};
+    env_ = testing::AirlockEnv(dir_.path());
   }
   std::string Sock(const std::string& name) { return dir_.path() + "/run/" + name + ".sock"; }
 
@@ -40,10 +39,8 @@ class DaemonsIntegrationTest : public ::testing::Test {
     return pid;
   }
 
-  testing::CommandResult Airlock(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {BinaryPath("cli/airlock")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, env_, "", 120);
+  CommandResult Airlock(const std::vector<std::string>& args) {
+    return testing::RunAirlock(env_, args);
   }
 
   testing::ShortTempDir dir_;

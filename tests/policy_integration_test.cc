@@ -20,14 +20,11 @@ using testing::BinaryPath;
 class PolicyIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    env_ = {{"AIRLOCK_RUNTIME_DIR", dir_.path() + "/run"},
-            {"AIRLOCK_STATE_DIR", dir_.path() + "/state"}};
+    env_ = testing::AirlockEnv(dir_.path());
   }
   void TearDown() override { Airlock({"daemon", "stop"}); }
   CommandResult Airlock(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {BinaryPath("cli/airlock")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, env_, "", 120);
+    return testing::RunAirlock(env_, args);
   }
   testing::ShortTempDir dir_;
   std::map<std::string, std::string> env_;

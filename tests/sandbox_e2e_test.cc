@@ -43,11 +43,8 @@ class SandboxE2ETest : public ::testing::Test {
     for (pid_t p : testing::ProcessesNamed(dir_.path())) kill(p, SIGKILL);
   }
 
-  CommandResult Airlock(const std::vector<std::string>& args, const std::string& input = "",
-                        int timeout_s = 300) {
-    std::vector<std::string> argv = {BinaryPath("cli/airlock")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, env_, input, timeout_s);
+  CommandResult Airlock(const std::vector<std::string>& args, const std::string& input = "") {
+    return testing::RunAirlock(env_, args, input);
   }
 
   nlohmann::json Sandbox(const std::string& name) {

@@ -67,17 +67,14 @@ class LoopbackListener {
 class SecurityE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
-    env_ = {{"AIRLOCK_RUNTIME_DIR", dir_.path() + "/run"},
-            {"AIRLOCK_STATE_DIR", dir_.path() + "/state"}};
+    env_ = testing::AirlockEnv(dir_.path());
   }
   void TearDown() override {
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
   }
   CommandResult Airlock(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {BinaryPath("cli/airlock")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(argv, env_, "", 300);
+    return testing::RunAirlock(env_, args);
   }
   // Guest runs a bash snippet as root inside the sandbox.
   CommandResult Guest(const std::string& script) {

@@ -29,6 +29,18 @@ ShortTempDir::~ShortTempDir() {
   }
 }
 
+std::map<std::string, std::string> AirlockEnv(const std::string& dir) {
+  return {{"AIRLOCK_RUNTIME_DIR", dir + "/run"}, {"AIRLOCK_STATE_DIR", dir + "/state"}};
+}
+
+CommandResult RunAirlock(const std::map<std::string, std::string>& env,
+                         const std::vector<std::string>& args, const std::string& input,
+                         int timeout_s) {
+  std::vector<std::string> argv = {BinaryPath("cli/airlock")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, env, input, timeout_s);
+}
+
 std::string BinaryPath(const std::string& workspace_relative) {
   const char* srcdir = getenv("TEST_SRCDIR");
   const char* ws = getenv("TEST_WORKSPACE");

@@ -35,6 +35,15 @@ inline std::vector<pid_t> ProcessesNamed(const std::string& needle) {
   return ::airlock::ProcessesMatching(needle);
 }
 
+// AirlockEnv is the environment that points the CLI and the daemons at a
+// runtime and state dir of their own under `dir`.
+std::map<std::string, std::string> AirlockEnv(const std::string& dir);
+
+// RunAirlock runs the built `airlock` CLI with `args` in `env`.
+CommandResult RunAirlock(const std::map<std::string, std::string>& env,
+                         const std::vector<std::string>& args, const std::string& input = "",
+                         int timeout_s = 300);
+
 // BinaryPath resolves a Bazel data dependency such as "vmmd/vmmd" to an
 // absolute path in the test's runfiles.
 std::string BinaryPath(const std::string& workspace_relative);

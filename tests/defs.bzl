@@ -1,0 +1,33 @@
+"""airlock_integration_test: a cc_test that runs the real daemons and CLI."""
+
+DAEMONS = [
+    "//gitd",
+    "//policyd",
+    "//proxyd",
+    "//secretsd",
+    "//vmmd",
+]
+
+def airlock_integration_test(name, vm = False, deps = [], **kwargs):
+    """A test in tests/ that starts the real binaries.
+
+    Args:
+      name: test name; the source is <name>.cc.
+      vm: boots real QEMU guests (needs the images, both cores: exclusive).
+      deps: extra deps beside the harness and gtest.
+      **kwargs: passed to cc_test.
+    """
+    native.cc_test(
+        name = name,
+        size = "enormous" if vm else "medium",
+        srcs = [name + ".cc"],
+        data = DAEMONS + ["//cli:airlock"],
+        tags = ["no-sandbox"] + (["exclusive"] if vm else []),
+        deps = deps + [
+            "//common:subprocess",
+            "//common/testing:harness",
+            "//third_party:gtest_main",
+            "//third_party:json",
+        ],
+        **kwargs
+    )
