@@ -72,6 +72,25 @@ struct PortForwarder::Listener {
 
 namespace {
 
+// Answer reads the client's request, sends `reply` and closes gracefully.
+// Closing with the request unread would reset the connection, and a reset
+// can discard the reply before the client reads it.
+void Answer(int sock, const std::string& reply) {
+  char buf[4096];
+  pollfd p = {sock, POLLIN, 0};
+  if (poll(&p, 1, 2000) > 0) {
+    ssize_t unused = read(sock, buf, sizeof(buf));
+    (void)unused;
+  }
+  WriteAll(sock, reply);
+  shutdown(sock, SHUT_WR);
+  // Drain what the client still sends until it closes (at most 2 s).
+  for (int i = 0; i < 20 && poll(&p, 1, 100) >= 0; ++i) {
+    if (p.revents && read(sock, buf, sizeof(buf)) <= 0) break;
+  }
+  close(sock);
+}
+
 // Carry runs one connection: socket <-> agent PortForward stream.
 void Carry(int sock, uint32_t port, std::shared_ptr<grpc::Channel> channel, int wake_fd) {
   auto stub = airlock::agent::v1::Agent::NewStub(channel);
@@ -214,8 +233,7 @@ absl::StatusOr<vmm::PortMapping> PortForwarder::Listen(const std::string& sandbo
       int sock = accept4(raw->fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (sock < 0) continue;
       if (!raw->reply.empty()) {
-        WriteAll(sock, raw->reply);
-        close(sock);
+        Answer(sock, raw->reply);
         continue;
       }
       auto ch = channel();
