@@ -224,7 +224,23 @@ absl::StatusOr<vmm::PortMapping> PortForwarder::Listen(const std::string& sandbo
   }
   Listener* raw = l.get();
   raw->thread = std::thread([raw, channel] {
-    std::vector<std::thread> conns;
+    // Connection threads, each with a flag it sets when done; finished ones
+    // are joined at the next accept so a long-lived port does not pile up.
+    struct Conn {
+      std::thread thread;
+      std::shared_ptr<std::atomic<bool>> done;
+    };
+    std::vector<Conn> conns;
+    auto reap = [&conns] {
+      for (auto it = conns.begin(); it != conns.end();) {
+        if (it->done->load()) {
+          it->thread.join();
+          it = conns.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    };
     while (true) {
       pollfd fds[2] = {{raw->fd, POLLIN, 0}, {raw->wake[0], POLLIN, 0}};
       if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
@@ -241,9 +257,17 @@ absl::StatusOr<vmm::PortMapping> PortForwarder::Listen(const std::string& sandbo
         close(sock);  // the sandbox is not reachable: refuse by closing
         continue;
       }
-      conns.emplace_back(Carry, sock, raw->mapping.sandbox_port(), *ch, raw->wake[0]);
+      reap();
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      uint32_t port = raw->mapping.sandbox_port();
+      int wake = raw->wake[0];
+      conns.push_back({std::thread([=, channel = *ch] {
+                         Carry(sock, port, channel, wake);
+                         *done = true;
+                       }),
+                       done});
     }
-    for (auto& t : conns) t.join();
+    for (auto& c : conns) c.thread.join();
   });
   std::lock_guard<std::mutex> lock(mu_);
   listeners_.emplace(sandbox, std::move(l));
