@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/client.h"
+#include "common/fd_io.h"
 #include "common/paths.h"
 #include "common/subprocess.h"
 #include "protos/daemon/v1/daemon.grpc.pb.h"
@@ -40,18 +41,11 @@ std::string SelfDir() {
   return self.substr(0, self.rfind('/'));
 }
 
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream b;
-  b << f.rdbuf();
-  return b.str();
-}
-
 // PidFromFile reads a daemon's pid file; 0 when absent or when that pid is
 // no longer the daemon (a pid file left by a killed daemon).
 pid_t LivePid(const std::string& pid_file, const std::string& name) {
   int pid = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadSmallFile(pid_file)), &pid) || pid <= 0) {
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFileToString(pid_file)), &pid) || pid <= 0) {
     return 0;
   }
   char buf[PATH_MAX];
@@ -149,7 +143,7 @@ absl::Status Daemons::Start(bool progress) {
     auto ch = DialUnix(SocketOf(name));
     absl::Status s = WaitHealthy(*ch, std::chrono::seconds(30));
     if (!s.ok()) {
-      std::string log = ReadSmallFile(LogOf(name));
+      std::string log = ReadFileToString(LogOf(name));
       if (log.size() > 2000) log = log.substr(log.size() - 2000);
       return absl::UnavailableError(absl::StrCat(name, " did not become healthy: ", s.message(),
                                                  "\nlast lines of ", LogOf(name), ":\n", log));

@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "protos/git/v1/git.grpc.pb.h"
 #include "protos/vmm/v1/vmm.grpc.pb.h"
+#include "vmmd/resources.h"
 
 namespace airlock::cli {
 
@@ -226,21 +227,13 @@ bool BuildCreate(const CreateFlags& f, const std::vector<std::string>& args, boo
     (*spec->mutable_env())[e.substr(0, eq)] = e.substr(eq + 1);
   }
   if (!f.memory.empty()) {
-    std::string t = f.memory;
-    uint64_t mib = 0;
-    size_t i = 0;
-    while (i < t.size() && isdigit(static_cast<unsigned char>(t[i]))) ++i;
-    std::string unit = t.substr(i);
-    for (char& c : unit) c = static_cast<char>(tolower(c));
-    if (i == 0 || (unit != "" && unit != "m" && unit != "mb" && unit != "mib" && unit != "g" &&
-                   unit != "gb" && unit != "gib")) {
-      std::cerr << "airlock: invalid --memory \"" << f.memory
-                << "\": use MiB as a number, or a unit as in 512m or 4g\n";
+    // The same parser vmmd uses, so the CLI and the API agree on sizes.
+    auto mib = airlock::vmmd::ParseMemory(f.memory);
+    if (!mib.ok()) {
+      std::cerr << "airlock: invalid --memory: " << mib.status().message() << "\n";
       return false;
     }
-    mib = std::stoull(t.substr(0, i));
-    if (unit[0] == 'g') mib *= 1024;
-    spec->set_memory_mib(mib);
+    spec->set_memory_mib(*mib);
   }
   for (const auto& p : f.publish) {
     auto m = ParsePortSpec(p);

@@ -26,6 +26,7 @@
 #include <grpcpp/support/server_interceptor.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/fd_io.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/peer_cred.h"
@@ -109,13 +110,6 @@ class DaemonInfoService final : public airlock::daemon::v1::Daemon::Service {
   int64_t started_;
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream buf;
-  buf << f.rdbuf();
-  return buf.str();
-}
-
 // BindUnixSocket listens on `path`, replacing a stale socket file but never
 // one that a live process still accepts on.
 absl::StatusOr<int> BindUnixSocket(const std::string& path) {
@@ -170,7 +164,7 @@ absl::StatusOr<std::unique_ptr<DaemonRuntime>> DaemonRuntime::Create(DaemonConfi
     return absl::InternalError(absl::StrCat("cannot open ", pid_path, ": ", strerror(errno)));
   }
   if (flock(rt->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    std::string other = ReadFile(pid_path);
+    std::string other = ReadFileToString(pid_path);
     return absl::AlreadyExistsError(absl::StrCat(
         c.name, " is already running (pid ", other.empty() ? "?" : other, ", lock ",
         pid_path, ")"));
@@ -214,8 +208,8 @@ absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
   if (!c.tcp_listen.empty()) {
     grpc::SslServerCredentialsOptions ssl(
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    ssl.pem_root_certs = ReadFile(c.tls_client_ca);
-    ssl.pem_key_cert_pairs.push_back({ReadFile(c.tls_key), ReadFile(c.tls_cert)});
+    ssl.pem_root_certs = ReadFileToString(c.tls_client_ca);
+    ssl.pem_key_cert_pairs.push_back({ReadFileToString(c.tls_key), ReadFileToString(c.tls_cert)});
     if (ssl.pem_root_certs.empty() || ssl.pem_key_cert_pairs[0].private_key.empty() ||
         ssl.pem_key_cert_pairs[0].cert_chain.empty()) {
       close(*listen_fd);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/client.h"
+#include "common/fd_io.h"
 #include "common/peer_cred.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
@@ -38,13 +39,6 @@ class WhoAmI final : public secrets::Secrets::Service {
 std::string Tmp(const std::string& leaf) {
   static testing::ShortTempDir* dir = new testing::ShortTempDir();
   return dir->path() + "/" + leaf;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream b;
-  b << f.rdbuf();
-  return b.str();
 }
 
 // Runs a server in a thread for the life of the fixture.
@@ -146,13 +140,13 @@ TEST(DaemonRuntimeTest, TcpRequiresClientCertificateAndRefusesPlaintext) {
   EXPECT_FALSE(CheckHealth(*plain, std::chrono::seconds(3)).ok());
 
   grpc::SslCredentialsOptions no_cert;
-  no_cert.pem_root_certs = Slurp(dir + "/ca.pem");
+  no_cert.pem_root_certs = ReadFileToString(dir + "/ca.pem");
   auto anon = grpc::CreateChannel(addr, grpc::SslCredentials(no_cert));
   EXPECT_FALSE(CheckHealth(*anon, std::chrono::seconds(3)).ok());
 
   grpc::SslCredentialsOptions mtls = no_cert;
-  mtls.pem_private_key = Slurp(dir + "/cli.key");
-  mtls.pem_cert_chain = Slurp(dir + "/cli.pem");
+  mtls.pem_private_key = ReadFileToString(dir + "/cli.key");
+  mtls.pem_cert_chain = ReadFileToString(dir + "/cli.pem");
   auto good = grpc::CreateChannel(addr, grpc::SslCredentials(mtls));
   EXPECT_TRUE(CheckHealth(*good, std::chrono::seconds(5)).ok());
   auto info = airlock::daemon::v1::Daemon::NewStub(good);

@@ -1,9 +1,14 @@
-// Writing a whole buffer to a file descriptor.
+// Whole-buffer I/O: writing all of a buffer to a descriptor, reading all
+// of a file.
 #ifndef AIRLOCK_COMMON_FD_IO_H_
 #define AIRLOCK_COMMON_FD_IO_H_
 
 #include <errno.h>
 #include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "absl/strings/string_view.h"
 
@@ -19,6 +24,15 @@ inline bool WriteAll(int fd, absl::string_view data) {
     data.remove_prefix(n);
   }
   return true;
+}
+
+// ReadFileToString returns the whole content of `path`, or "" when it
+// cannot be read (a missing /proc entry, a log not written yet).
+inline std::string ReadFileToString(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream b;
+  b << f.rdbuf();
+  return b.str();
 }
 
 }  // namespace airlock

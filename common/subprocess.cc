@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/fd_io.h"
 
 namespace airlock {
 namespace {
@@ -31,13 +32,6 @@ std::vector<char*> Argv(const std::vector<std::string>& argv) {
   for (const auto& a : argv) out.push_back(const_cast<char*>(a.c_str()));
   out.push_back(nullptr);
   return out;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream b;
-  b << f.rdbuf();
-  return b.str();
 }
 
 }  // namespace
@@ -172,13 +166,13 @@ absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv,
 
 bool ProcessAlive(pid_t pid) {
   if (pid <= 0) return false;
-  std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
   size_t paren = stat.rfind(')');
   return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
 }
 
 std::string ProcessCmdline(pid_t pid) {
-  std::string cmd = Slurp(absl::StrCat("/proc/", pid, "/cmdline"));
+  std::string cmd = ReadFileToString(absl::StrCat("/proc/", pid, "/cmdline"));
   for (char& c : cmd) {
     if (c == '\0') c = ' ';
   }

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/fd_io.h"
 #include "nlohmann/json.hpp"
 
 namespace airlock::gitd {
@@ -26,17 +27,10 @@ std::string Sha256(absl::string_view data) {
   return hex;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream b;
-  b << f.rdbuf();
-  return b.str();
-}
-
 // RiskyPart is the part of a file whose change matters: the "scripts" of a
 // package.json, the go:generate lines of a Go file, else the whole file.
 std::string RiskyPart(const std::string& kind, const std::string& path) {
-  std::string text = ReadAll(path);
+  std::string text = ReadFileToString(path);
   if (kind == "package-scripts") {
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_discarded() && j.is_object()) {

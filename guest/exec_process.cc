@@ -27,13 +27,6 @@ extern char** environ;
 namespace airlock::guest {
 namespace {
 
-std::string Slurp(const char* path) {
-  std::ifstream f(path);
-  std::stringstream b;
-  b << f.rdbuf();
-  return b.str();
-}
-
 // What the child reports through the CLOEXEC pipe when it fails before or
 // at exec.
 struct ChildFailure {
@@ -86,7 +79,7 @@ std::unique_ptr<ExecProcess> ExecProcess::Start(const ExecSpec& spec, ExecOutcom
     *message = "airlock: exec needs a command";
     return nullptr;
   }
-  auto user = ResolveUser(spec.user, Slurp("/etc/passwd"), Slurp("/etc/group"));
+  auto user = ResolveUser(spec.user, ReadFileToString("/etc/passwd"), ReadFileToString("/etc/group"));
   if (!user.ok()) {
     failed->code = 126;
     *message = absl::StrCat("airlock: ", user.status().message());

@@ -24,6 +24,7 @@ def airlock_integration_test(name, vm = False, deps = [], **kwargs):
         data = DAEMONS + ["//cli:airlock"],
         tags = ["no-sandbox"] + (["exclusive"] if vm else []),
         deps = deps + [
+            "//common:fd_io",
             "//common:subprocess",
             "//common/testing:harness",
             "//third_party:gtest_main",

@@ -16,6 +16,7 @@
 #include <map>
 #include <thread>
 
+#include "common/fd_io.h"
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
@@ -343,13 +344,6 @@ TEST_F(SandboxE2ETest, PublishedPortReachesGuestServerAndSurvivesRestart) {
   EXPECT_EQ(HttpGet(host_port), "");
 }
 
-std::string ReadHostFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream b;
-  b << f.rdbuf();
-  return b.str();
-}
-
 TEST_F(SandboxE2ETest, DirectModeSharesPathsAndEnforcesReadOnlyOnTheHost) {
   std::string ws = dir_.path() + "/ws", ro = dir_.path() + "/ro", outside = dir_.path() + "/outside";
   for (const auto& d : {ws, ro, outside}) ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
@@ -369,7 +363,7 @@ TEST_F(SandboxE2ETest, DirectModeSharesPathsAndEnforcesReadOnlyOnTheHost) {
                       "pwd; cat from-host.txt; echo from guest > from-guest.txt"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, ws + "\nhost data\n") << "the workspace is the default working dir";
-  EXPECT_EQ(ReadHostFile(ws + "/from-guest.txt"), "from guest\n");
+  EXPECT_EQ(ReadFileToString(ws + "/from-guest.txt"), "from guest\n");
   std::ofstream(ws + "/later.txt") << "written while running\n";
   EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", ws + "/later.txt"}).out,
             "written while running\n");
@@ -383,12 +377,12 @@ TEST_F(SandboxE2ETest, DirectModeSharesPathsAndEnforcesReadOnlyOnTheHost) {
   EXPECT_NE(write_ro.exit_code, 0);
   EXPECT_NE(write_ro.err.find("Read-only file system"), std::string::npos) << write_ro.err;
   EXPECT_NE(access((ro + "/new.txt").c_str(), F_OK), 0);
-  EXPECT_EQ(ReadHostFile(single), "one file\n");
+  EXPECT_EQ(ReadFileToString(single), "one file\n");
 
   // Symlinks resolve inside the guest, never to host files.
   auto etc = Airlock({"exec", "direct", "--", "cat", ws + "/etc-link/hostname"});
   EXPECT_EQ(etc.out, "sandbox\n") << "the template's /etc/hostname";
-  EXPECT_NE(etc.out, ReadHostFile("/etc/hostname")) << "never the host's /etc";
+  EXPECT_NE(etc.out, ReadFileToString("/etc/hostname")) << "never the host's /etc";
   auto out = Airlock({"exec", "-u", "root", "direct", "--", "cat", ws + "/outside-link/secret.txt"});
   EXPECT_NE(out.exit_code, 0);
   EXPECT_EQ(out.out.find("must not be seen"), std::string::npos);

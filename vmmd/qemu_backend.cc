@@ -15,17 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/fd_io.h"
 #include "common/subprocess.h"
 
 namespace airlock::vmmd {
 namespace {
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream b;
-  b << f.rdbuf();
-  return b.str();
-}
 
 // MhzAfter parses the number after `key` in `text` as MHz and returns kHz.
 uint64_t MhzAfter(const std::string& text, const std::string& key) {
@@ -43,7 +37,7 @@ uint64_t MhzAfter(const std::string& text, const std::string& key) {
 uint64_t HostTscKhz() {
   uint64_t khz = 0;
   if (absl::SimpleAtoi(absl::StripAsciiWhitespace(
-                           Slurp("/sys/devices/system/cpu/cpu0/tsc_freq_khz")),
+                           ReadFileToString("/sys/devices/system/cpu/cpu0/tsc_freq_khz")),
                        &khz) &&
       khz > 0) {
     return khz;
@@ -58,7 +52,7 @@ uint64_t HostTscKhz() {
       if ((khz = MhzAfter(buf, "tsc: Detected ")) > 0) return khz;
     }
   }
-  std::string cpuinfo = Slurp("/proc/cpuinfo");
+  std::string cpuinfo = ReadFileToString("/proc/cpuinfo");
   size_t at = cpuinfo.find("cpu MHz");
   if (at != std::string::npos) {
     size_t colon = cpuinfo.find(':', at);
@@ -152,7 +146,7 @@ std::pair<std::string, std::string> QemuBackend::ProbeAccelerator(const std::str
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(8);
   bool ok = false;
   while (std::chrono::steady_clock::now() < deadline && ProcessAlive(*pid)) {
-    if (Slurp(console).find("AIRLOCK-PROBE-OK") != std::string::npos) {
+    if (ReadFileToString(console).find("AIRLOCK-PROBE-OK") != std::string::npos) {
       ok = true;
       break;
     }

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/client.h"
+#include "common/fd_io.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/status.h"
@@ -31,16 +32,9 @@ using std::chrono::steady_clock;
 
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream b;
-  b << f.rdbuf();
-  return b.str();
-}
-
 // Tail is the last `lines` lines of a file.
 std::string Tail(const std::string& path, int lines) {
-  std::string text = Slurp(path);
+  std::string text = ReadFileToString(path);
   size_t start = text.size();
   // Walk back over `lines` newlines (ignoring a final one).
   int seen = 0;
@@ -204,7 +198,7 @@ std::string SandboxManager::Accelerator() {
   auto images = LocateGuestImages(options_.image_dir);
   if (!images.ok()) return "tcg";
   // One probe per host boot and kernel: the answer cannot change otherwise.
-  std::string boot_id = Slurp("/proc/sys/kernel/random/boot_id");
+  std::string boot_id = ReadFileToString("/proc/sys/kernel/random/boot_id");
   struct stat st {};
   stat(images->kernel.c_str(), &st);
   std::string key = absl::StrCat("accel:", boot_id.substr(0, 36), ":", images->release, ":",
@@ -415,8 +409,9 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     // The previous boot's console is kept beside the new one.
     rename(config.console_log.c_str(), (config.console_log + ".1").c_str());
     unlink(config.vmm_log.c_str());
-    for (size_t i = 0; i < config.shares.size(); ++i) {
-      Share share = SharesOf(sb)[i];
+    std::vector<Share> shares = SharesOf(sb);
+    for (size_t i = 0; i < shares.size(); ++i) {
+      const Share& share = shares[i];
       for (pid_t old : ProcessesMatching("--socket-path=" + share.socket)) kill(old, SIGKILL);
       auto fsd = StartShare(share, absl::StrCat(config.dir, "/shares/", i),
                             absl::StrCat(config.dir, "/virtiofsd", i, ".log"));
@@ -458,7 +453,7 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     if (!ProcessAlive(pid)) {
       return absl::UnavailableError(FailureReason(name, "the hypervisor exited during boot"));
     }
-    std::string console = Slurp(config.console_log);
+    std::string console = ReadFileToString(config.console_log);
     size_t failed = console.find("AIRLOCK-AGENT-FAILED");
     if (failed != std::string::npos) {
       return absl::UnavailableError(FailureReason(
@@ -1013,7 +1008,7 @@ absl::Status SandboxManager::Recover() {
         if (pid > 0) {
           reattach.emplace_back(name, pid);
         } else {
-          std::string console = Slurp(ConfigFor(sb).console_log);
+          std::string console = ReadFileToString(ConfigFor(sb).console_log);
           bool powered_off = console.find("reboot: Power down") != std::string::npos;
           (void)Update(name, "", [&](vmm::Sandbox& s) {
             s.set_state(powered_off ? vmm::STOPPED : vmm::FAILED);
@@ -1093,7 +1088,7 @@ void SandboxManager::Monitor() {
         it->second.agent.reset();
       }
       ClosePorts(name);
-      std::string console = Slurp(ConfigFor(sb).console_log);
+      std::string console = ReadFileToString(ConfigFor(sb).console_log);
       bool powered_off = console.find("reboot: Power down") != std::string::npos;
       AIRLOCK_LOG_WARN("VM exited", {{"sandbox", name}, {"powered_off", powered_off ? "yes" : "no"}});
       (void)Update(name, "", [&](vmm::Sandbox& s) {
