@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -145,6 +146,20 @@ void PowerOff() {
   sync();
   reboot(RB_POWER_OFF);
   _exit(0);
+}
+
+absl::Status RunScript(const std::string& script) {
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  if (pid == 0) {
+    execl("/bin/sh", "sh", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(script, " failed (status ", status, ")"));
 }
 
 }  // namespace airlock::guest

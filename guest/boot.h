@@ -41,6 +41,10 @@ absl::Status LoadModules(const std::string& dir);
 // MountRoot waits for `device` and mounts it read-write at `target`.
 absl::Status MountRoot(const std::string& device, const std::string& target);
 
+// RunScript runs `/bin/sh script` (in the initramfs) and waits for it;
+// an error carries its exit status. The egress set-up runs this way.
+absl::Status RunScript(const std::string& script);
+
 // SwitchRoot moves /dev, /proc and /sys under `new_root`, makes it / and
 // chroots into it; then mounts /dev/pts, /dev/shm and /run, brings up the
 // loopback interface and sets the hostname.

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/fd_io.h"
+#include "guest/egress.h"
 #include "guest/reaper.h"
 #include "guest/users.h"
 
@@ -52,6 +53,9 @@ std::vector<std::string> BaseEnvironment(const std::string& user, const std::str
       "SHELL=" + shell,
       "LANG=C.UTF-8",
   };
+  // Egress: proxy-aware clients use the agent's forward proxy; the rest are
+  // captured transparently. The interception CA is in the system bundle.
+  for (const char* e : kEgressEnvironment) env.push_back(e);
   if (tty) env.push_back("TERM=xterm-256color");
   return env;
 }

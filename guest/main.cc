@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
@@ -17,6 +18,7 @@
 #include "guest/agent_service.h"
 #include "guest/boot.h"
 #include "guest/channel.h"
+#include "guest/egress.h"
 
 namespace {
 
@@ -27,7 +29,7 @@ using airlock::guest::Console;
   airlock::guest::PowerOff();
 }
 
-std::unique_ptr<grpc::Server> BuildServer(airlock::guest::AgentService* service,
+std::unique_ptr<grpc::Server> BuildServer(grpc::Service* service,
                                           const std::string& listen) {
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(64 << 20);
@@ -51,7 +53,26 @@ int RunAsInit() {
   if (absl::Status s = airlock::guest::MountRoot(params.root_device, "/sysroot"); !s.ok()) Fail(s);
   auto port = airlock::guest::FindVirtioPort(params.port_name);
   if (!port.ok()) Fail(port.status());
+  auto egress_port = airlock::guest::FindVirtioPort(airlock::guest::kEgressPortName);
+  if (!egress_port.ok()) Fail(egress_port.status());
+  // The egress redirect must be in place before any guest process runs.
+  if (absl::Status s = airlock::guest::RunScript("/etc/airlock/net-setup.sh"); !s.ok()) Fail(s);
   if (absl::Status s = airlock::guest::SwitchRoot("/sysroot", params.hostname); !s.ok()) Fail(s);
+  if (absl::Status s = airlock::guest::WriteEgressConfig(""); !s.ok()) Fail(s);
+
+  // Egress: the agent's listeners, served to proxyd on the egress port.
+  static airlock::guest::EgressService egress;
+  if (absl::Status s = egress.Listen(airlock::guest::kTransparentPort,
+                                     airlock::guest::kForwardProxyPort,
+                                     airlock::guest::kDnsAddress, 53);
+      !s.ok()) {
+    Fail(s);
+  }
+  static std::unique_ptr<grpc::Server> egress_server = BuildServer(&egress, "");
+  if (!egress_server) Fail(absl::InternalError("cannot start the egress gRPC server"));
+  std::thread([path = *egress_port] {
+    airlock::guest::ServePort(egress_server.get(), path, [] {});
+  }).detach();
 
   airlock::guest::AgentService service([] { airlock::guest::PowerOff(); });
   std::unique_ptr<grpc::Server> server = BuildServer(&service, "");

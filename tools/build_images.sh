@@ -141,7 +141,8 @@ build_template() {
 build_initramfs() {
   local out=$CACHE/initramfs
   [ -x "$AGENT_BIN" ] || { log "no agent binary at $AGENT_BIN (bazel build //guest:airlock-agent)"; exit 1; }
-  local stamp; stamp=$(cat "$AGENT_BIN" /bin/busybox "$CACHE/kernel/release" | sha256sum | cut -d' ' -f1)
+  local stamp; stamp=$(cat "$AGENT_BIN" /bin/busybox /usr/sbin/nft "$CACHE/kernel/release" \
+    "$top/guest/net-setup.sh" "$top/guest/egress.nft" | sha256sum | cut -d' ' -f1)
   if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then return; fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
   local st=$out.tmp/root
@@ -149,14 +150,20 @@ build_initramfs() {
   cp /bin/busybox "$st/bin/busybox"
   for a in sh ls cat mount umount ps kill dmesg; do ln -s busybox "$st/bin/$a"; done
   cp "$AGENT_BIN" "$st/init"
-  # The agent's shared libraries and the loader, at the paths ldd reports.
-  ldd "$AGENT_BIN" | grep -o '/[^ ]*' | sort -u | while read -r lib; do
+  # Egress set-up (guest/egress.nft): nft and the ruleset, run before switch root.
+  mkdir -p "$st/etc/airlock"
+  cp /usr/sbin/nft "$st/sbin/nft"
+  cp "$top/guest/net-setup.sh" "$st/etc/airlock/net-setup.sh"
+  cp "$top/guest/egress.nft" "$st/etc/airlock/egress.nft"
+  # The agent's and nft's shared libraries and the loader, at the paths ldd reports.
+  { ldd "$AGENT_BIN"; ldd /usr/sbin/nft; } | grep -o '/[^ ]*' | sort -u | while read -r lib; do
     mkdir -p "$st$(dirname "$lib")"; cp -L "$lib" "$st$lib"
   done
   # Kernel modules the guest needs, in dependency order (built-ins skipped).
   local kdir=$CACHE/kernel/modules
   python3 - "$kdir" "$st/lib/modules" virtio_mmio virtio_blk virtio_console ext4 \
-    9pnet_virtio 9p fuse virtiofs overlay <<'PY'
+    9pnet_virtio 9p fuse virtiofs overlay \
+    dummy nf_tables nft_chain_nat nft_redir nf_nat nft_reject_ipv4 nft_reject_ipv6 <<'PY'
 import os, shutil, sys
 mdir, dst, want = sys.argv[1], sys.argv[2], sys.argv[3:]
 deps = {}

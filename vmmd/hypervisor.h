@@ -36,6 +36,8 @@ struct VmConfig {
   std::string accelerator;
   // Unix socket the host side of the agent channel listens on.
   std::string agent_socket;
+  // Unix socket of the egress port's host end (proxyd attaches to it).
+  std::string egress_socket;
   // File receiving the guest console.
   std::string console_log;
   // File receiving the VMM's own messages.

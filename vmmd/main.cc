@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
       {"boot-timeout", "seconds a boot may take before it fails", "180"},
       {"qemu", "QEMU system emulator binary", "qemu-system-x86_64"},
       {"gitd-socket", "gitd's Unix socket (default: <runtime-dir>/gitd.sock)", ""},
+      {"proxyd-socket", "proxyd's Unix socket (default: <runtime-dir>/proxyd.sock)", ""},
   };
   return airlock::DaemonMain("vmmd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
     const airlock::DaemonConfig& c = rt.config();
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
     mo.boot_timeout_s = std::atoi(c.options.at("boot-timeout").c_str());
     mo.gitd_socket = c.options.at("gitd-socket").empty() ? c.runtime_dir + "/gitd.sock"
                                                          : c.options.at("gitd-socket");
+    mo.proxyd_socket = c.options.at("proxyd-socket").empty() ? c.runtime_dir + "/proxyd.sock"
+                                                             : c.options.at("proxyd-socket");
     if (mo.boot_timeout_s <= 0) return absl::InvalidArgumentError("--boot-timeout must be > 0");
     airlock::vmmd::SandboxStore store(&rt.state());
     if (absl::Status s = store.Init(); !s.ok()) return s;

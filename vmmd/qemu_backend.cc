@@ -99,6 +99,9 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       "-chardev", absl::StrCat("socket,id=agent,path=", c.agent_socket, ",server=on,wait=off"),
       "-device", "virtio-serial-device",
       "-device", "virtserialport,chardev=agent,name=airlock.agent",
+      // The egress port: only proxyd opens its host end.
+      "-chardev", absl::StrCat("socket,id=egress,path=", c.egress_socket, ",server=on,wait=off"),
+      "-device", "virtserialport,chardev=egress,name=airlock.egress",
   };
   if (!c.shares.empty()) {
     // vhost-user-fs needs guest memory that virtiofsd can map.

@@ -21,6 +21,7 @@
 #include "common/subprocess.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
 #include "protos/git/v1/git.grpc.pb.h"
+#include "protos/proxy/v1/proxy.grpc.pb.h"
 #include "vmmd/images.h"
 
 namespace airlock::vmmd {
@@ -117,6 +118,7 @@ VmConfig SandboxManager::ConfigFor(const vmm::Sandbox& sb) const {
   c.memory_mib = sb.memory_mib();
   c.accelerator = sb.accelerator();
   c.agent_socket = absl::StrCat(options_.runtime_dir, "/vms/", c.name, ".sock");
+  c.egress_socket = absl::StrCat(options_.runtime_dir, "/vms/", c.name, ".egress.sock");
   c.console_log = c.dir + "/console.log";
   c.vmm_log = c.dir + "/vmm.log";
   for (const Share& s : SharesOf(sb)) c.shares.push_back({s.tag, s.socket});
@@ -406,6 +408,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     config.initrd = images->initrd;
     if (absl::Status s = MakeDirs(options_.runtime_dir + "/vms", 0700); !s.ok()) return s;
     unlink(config.agent_socket.c_str());
+    unlink(config.egress_socket.c_str());
     // The previous boot's console is kept beside the new one.
     rename(config.console_log.c_str(), (config.console_log + ".1").c_str());
     unlink(config.vmm_log.c_str());
@@ -511,6 +514,10 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       }
     }
     if (s.ok()) {
+      (void)Update(name, "attaching egress", [](vmm::Sandbox&) {});
+      if (absl::Status es = AttachEgress(name, config); !es.ok()) {
+        return absl::UnavailableError(FailureReason(name, std::string(es.message())));
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         records_[name].agent = link;
@@ -530,6 +537,37 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
   }
   return absl::DeadlineExceededError(
       FailureReason(name, absl::StrCat("the guest agent does not answer: ", last)));
+}
+
+absl::Status SandboxManager::AttachEgress(const std::string& name, const VmConfig& config) {
+  auto proxy = airlock::proxy::v1::Proxy::NewStub(DialUnix(options_.proxyd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(60));
+  airlock::proxy::v1::AttachRequest req;
+  req.set_sandbox(name);
+  req.set_channel_path(config.egress_socket);
+  airlock::proxy::v1::AttachResponse resp;
+  grpc::Status s = proxy->Attach(&ctx, req, &resp);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot attach the sandbox's egress to proxyd at ", options_.proxyd_socket, ": ",
+        s.error_message(), " (start it with `airlock daemon start`)"));
+  }
+  return absl::OkStatus();
+}
+
+void SandboxManager::DetachEgress(const std::string& name) {
+  auto proxy = airlock::proxy::v1::Proxy::NewStub(DialUnix(options_.proxyd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(10));
+  airlock::proxy::v1::DetachRequest req;
+  req.set_sandbox(name);
+  airlock::proxy::v1::DetachResponse resp;
+  grpc::Status s = proxy->Detach(&ctx, req, &resp);
+  if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
+    AIRLOCK_LOG_WARN("cannot detach egress from proxyd",
+                     {{"sandbox", name}, {"error", s.error_message()}});
+  }
 }
 
 std::string SandboxManager::FailureReason(const std::string& name, const std::string& what) const {
@@ -616,11 +654,13 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Stop(const std::string& name, int t
     KillVm(*sb);
   }
   ClosePorts(name);
+  DetachEgress(name);
   {
     std::lock_guard<std::mutex> lock(mu_);
     records_[name].agent.reset();
   }
   unlink(ConfigFor(*sb).agent_socket.c_str());
+  unlink(ConfigFor(*sb).egress_socket.c_str());
   absl::Status s = Update(name, "", [](vmm::Sandbox& sb) {
     sb.set_state(vmm::STOPPED);
     sb.set_vmm_pid(0);
@@ -658,9 +698,11 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
     records_[name].agent.reset();
   }
   ClosePorts(name);
+  DetachEgress(name);
   KillVm(sb);
   VmConfig config = ConfigFor(sb);
   unlink(config.agent_socket.c_str());
+  unlink(config.egress_socket.c_str());
   if (!RemoveTree(SandboxDir(name))) {
     End(name);
     return absl::InternalError(absl::StrCat("cannot remove ", SandboxDir(name)));

@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "protos/vmm/v1/vmm.pb.h"
-#include "vmmd/agent_link.h"
+#include "common/agent_link.h"
 #include "vmmd/hypervisor.h"
 #include "vmmd/port_forwarder.h"
 #include "vmmd/shares.h"
@@ -38,6 +38,8 @@ struct ManagerOptions {
   int boot_timeout_s = 180;
   // gitd's socket: the review baseline of shared paths is recorded there.
   std::string gitd_socket;
+  // proxyd's Unix socket: every boot attaches the sandbox's egress port.
+  std::string proxyd_socket;
 };
 
 class SandboxManager {
@@ -139,6 +141,11 @@ class SandboxManager {
   // PublishClone points the host repo's sandbox-<name> remote at the
   // sandbox's git port.
   void PublishClone(const std::string& name);
+  // AttachEgress hands the sandbox's egress port to proxyd (which installs
+  // its CA in the guest); a boot fails without it. DetachEgress is best
+  // effort.
+  absl::Status AttachEgress(const std::string& name, const VmConfig& config);
+  void DetachEgress(const std::string& name);
   // AnswerStoppedClone makes the git port say that the sandbox is stopped.
   void AnswerStoppedClone(const airlock::vmm::v1::Sandbox& sb);
   // OpenPorts starts listening for every mapping of a sandbox that just

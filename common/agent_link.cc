@@ -1,4 +1,4 @@
-#include "vmmd/agent_link.h"
+#include "common/agent_link.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "guest/hello.h"
 
-namespace airlock::vmmd {
+namespace airlock {
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
@@ -94,4 +94,4 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds t
   return absl::DeadlineExceededError("the guest agent did not answer the channel handshake");
 }
 
-}  // namespace airlock::vmmd
+}  // namespace airlock

@@ -1,10 +1,11 @@
-// vmmd's connection to one sandbox's guest agent: a Unix socket to the
+// A host daemon's connection to one of a sandbox's agent ports (vmmd's agent
+// port, proxyd's egress port): a Unix socket to the
 // hypervisor's end of the virtio-serial port, opened with the hello
 // handshake (guest/hello.h) and handed to gRPC as a channel of its own. When
 // that connection breaks, the next call makes a new one; gRPC never
 // reconnects behind our back, which the byte stream could not tell apart.
-#ifndef AIRLOCK_VMMD_AGENT_LINK_H_
-#define AIRLOCK_VMMD_AGENT_LINK_H_
+#ifndef AIRLOCK_COMMON_AGENT_LINK_H_
+#define AIRLOCK_COMMON_AGENT_LINK_H_
 
 #include <chrono>
 #include <memory>
@@ -15,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace airlock::vmmd {
+namespace airlock {
 
 class AgentLink {
  public:
@@ -36,6 +37,6 @@ class AgentLink {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
-}  // namespace airlock::vmmd
+}  // namespace airlock
 
-#endif  // AIRLOCK_VMMD_AGENT_LINK_H_
+#endif  // AIRLOCK_COMMON_AGENT_LINK_H_

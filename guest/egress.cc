@@ -1,0 +1,360 @@
+#include "guest/egress.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netfilter_ipv4.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/fd_io.h"
+#include "common/paths.h"
+
+namespace airlock::guest {
+
+namespace {
+
+using airlock::agent::v1::EgressData;
+using airlock::agent::v1::EgressEvent;
+using airlock::agent::v1::EgressVia;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+// A connection proxyd has not taken within this long is reset; a query not
+// answered is forgotten (the resolver retries on its own).
+constexpr auto kPendingTimeout = seconds(15);
+
+absl::StatusOr<int> ListenLoopback(int type, const std::string& address, uint16_t port,
+                                   uint16_t* bound) {
+  int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  inet_pton(AF_INET, address.c_str(), &addr.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      (type == SOCK_STREAM && listen(fd, 256) != 0)) {
+    std::string err = strerror(errno);
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ":", port, ": ", err));
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *bound = ntohs(addr.sin_port);
+  return fd;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& content) {
+  if (absl::Status s = MakeDirs(path.substr(0, path.rfind('/')), 0755); !s.ok()) return s;
+  std::string tmp = path + ".airlock-tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
+  bool ok = WriteAll(fd, content);
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ResetAndClose(int fd) {
+  linger l = {1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+  close(fd);
+}
+
+absl::Status InstallCa(const std::string& root, const std::string& pem) {
+  if (absl::Status s = WriteFile(root + kCaPath, pem); !s.ok()) return s;
+  std::string bundle = ReadFileToString(root + kSystemBundle);
+  if (absl::StrContains(bundle, pem)) return absl::OkStatus();
+  if (!bundle.empty() && bundle.back() != '\n') bundle.push_back('\n');
+  return WriteFile(root + kSystemBundle, bundle + pem);
+}
+
+absl::Status WriteEgressConfig(const std::string& root) {
+  // resolv.conf may be a symlink into a resolver the guest does not run.
+  unlink((root + "/etc/resolv.conf").c_str());
+  if (absl::Status s = WriteFile(root + "/etc/resolv.conf",
+                                 absl::StrCat("# written by airlock-agent: DNS goes through "
+                                              "the sandbox policy\nnameserver ",
+                                              kDnsAddress, "\n"));
+      !s.ok()) {
+    return s;
+  }
+  std::string environment, profile = "# written by airlock-agent: sandbox egress\n";
+  for (const char* e : kEgressEnvironment) {
+    absl::StrAppend(&environment, e, "\n");
+    absl::StrAppend(&profile, "export ", e, "\n");
+  }
+  if (absl::Status s = WriteFile(root + "/etc/environment", environment); !s.ok()) return s;
+  return WriteFile(root + "/etc/profile.d/airlock-egress.sh", profile);
+}
+
+EgressService::~EgressService() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (auto& [id, p] : pending_) ResetAndClose(p.fd);
+    pending_.clear();
+  }
+  cv_.notify_all();
+  for (int fd : {transparent_fd_, forward_fd_, dns_fd_}) {
+    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+  }
+  for (auto& t : threads_) t.join();
+  for (int fd : {transparent_fd_, forward_fd_, dns_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+absl::Status EgressService::Listen(uint16_t transparent_port, uint16_t forward_port,
+                                   const std::string& dns_address, uint16_t dns_port) {
+  auto t = ListenLoopback(SOCK_STREAM, "127.0.0.1", transparent_port, &transparent_port_);
+  if (!t.ok()) return t.status();
+  transparent_fd_ = *t;
+  auto f = ListenLoopback(SOCK_STREAM, "127.0.0.1", forward_port, &forward_port_);
+  if (!f.ok()) return f.status();
+  forward_fd_ = *f;
+  if (!dns_address.empty()) {
+    auto d = ListenLoopback(SOCK_DGRAM, dns_address, dns_port, &dns_port_);
+    if (!d.ok()) return d.status();
+    dns_fd_ = *d;
+    threads_.emplace_back([this] { DnsLoop(); });
+  }
+  threads_.emplace_back([this] { AcceptLoop(transparent_fd_, agent::v1::EGRESS_TRANSPARENT); });
+  threads_.emplace_back([this] { AcceptLoop(forward_fd_, agent::v1::EGRESS_FORWARD); });
+  return absl::OkStatus();
+}
+
+bool EgressService::Queue(EgressEvent event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (watcher_ == 0 || stopping_) return false;
+  events_.push_back(std::move(event));
+  cv_.notify_all();
+  return true;
+}
+
+void EgressService::AcceptLoop(int listen_fd, EgressVia via) {
+  while (true) {
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      continue;
+    }
+    EgressEvent event;
+    auto* c = event.mutable_connection();
+    c->set_via(via);
+    if (via == agent::v1::EGRESS_TRANSPARENT) {
+      // Where the process was connecting before the redirect. Without it
+      // (no redirect happened) there is nowhere to carry the connection.
+      sockaddr_in orig{};
+      socklen_t len = sizeof(orig);
+      if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &len) != 0) {
+        ResetAndClose(fd);
+        continue;
+      }
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &orig.sin_addr, text, sizeof(text));
+      c->set_address(text);
+      c->set_port(ntohs(orig.sin_port));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      uint64_t id = next_id_++;
+      c->set_id(id);
+      pending_[id] = Pending{fd, steady_clock::now()};
+    }
+    if (!Queue(event)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.erase(c->id());
+      ResetAndClose(fd);
+    }
+  }
+}
+
+void EgressService::DnsLoop() {
+  char buf[4096];
+  while (true) {
+    PendingDns from;
+    from.from_len = sizeof(from.from);
+    ssize_t n = recvfrom(dns_fd_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from.from),
+                         &from.from_len);
+    if (n < 0 && errno == EINTR) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    if (n <= 0) continue;
+    from.since = steady_clock::now();
+    EgressEvent event;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      uint64_t id = next_id_++;
+      event.mutable_dns()->set_id(id);
+      dns_[id] = from;
+    }
+    event.mutable_dns()->set_packet(buf, n);
+    if (!Queue(event)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      dns_.erase(event.dns().id());
+    }
+  }
+}
+
+void EgressService::Expire() {
+  auto cutoff = steady_clock::now() - kPendingTimeout;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.since < cutoff) {
+      ResetAndClose(it->second.fd);
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = dns_.begin(); it != dns_.end();) {
+    it = it->second.since < cutoff ? dns_.erase(it) : std::next(it);
+  }
+}
+
+grpc::Status EgressService::Watch(grpc::ServerContext* ctx,
+                                  const agent::v1::EgressWatchRequest* req,
+                                  grpc::ServerWriter<EgressEvent>* writer) {
+  if (!req->ca_certificate_pem().empty()) {
+    if (absl::Status s = InstallCa(root_, req->ca_certificate_pem()); !s.ok()) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, std::string(s.message()));
+    }
+  }
+  uint64_t me;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    me = ++generation_;
+    watcher_ = me;
+    events_.clear();
+  }
+  cv_.notify_all();
+  // An empty first event says the CA is in place and events will follow.
+  if (!writer->Write(EgressEvent())) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (watcher_ == me) watcher_ = 0;
+    return grpc::Status::OK;
+  }
+  while (true) {
+    std::deque<EgressEvent> batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, seconds(1), [&] { return !events_.empty() || watcher_ != me || stopping_; });
+      if (watcher_ != me || stopping_) break;
+      if (ctx->IsCancelled()) {
+        watcher_ = 0;
+        break;
+      }
+      batch.swap(events_);
+    }
+    Expire();
+    for (const auto& e : batch) {
+      if (!writer->Write(e)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (watcher_ == me) watcher_ = 0;
+        return grpc::Status::OK;
+      }
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status EgressService::Carry(grpc::ServerContext* ctx,
+                                  grpc::ServerReaderWriter<EgressData, EgressData>* stream) {
+  EgressData first;
+  if (!stream->Read(&first)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must name a connection");
+  }
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(first.id());
+    if (it == pending_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("no pending egress connection ", first.id()));
+    }
+    fd = it->second.fd;
+    pending_.erase(it);
+  }
+  // Guest to proxyd on a thread of its own; proxyd to guest here.
+  std::thread reader([fd, stream] {
+    char buf[65536];
+    while (true) {
+      ssize_t n = read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      EgressData out;
+      if (n <= 0) {
+        out.set_eof(true);
+        stream->Write(out);
+        return;
+      }
+      out.set_data(buf, n);
+      if (!stream->Write(out)) return;
+    }
+  });
+  bool reset = !first.data().empty() ? !WriteAll(fd, first.data()) : false;
+  EgressData in;
+  bool closed_write = false;
+  while (!reset && stream->Read(&in)) {
+    if (in.reset()) {
+      reset = true;
+      break;
+    }
+    if (!in.data().empty() && !WriteAll(fd, in.data())) {
+      reset = true;
+      break;
+    }
+    if (in.eof() && !closed_write) {
+      shutdown(fd, SHUT_WR);
+      closed_write = true;
+    }
+  }
+  // proxyd ends its side of the call once both directions are done; a
+  // stream broken before that (or a reset) aborts the guest's connection.
+  if (reset || !closed_write || ctx->IsCancelled()) {
+    linger l = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    shutdown(fd, SHUT_RDWR);
+  }
+  reader.join();
+  close(fd);
+  return grpc::Status::OK;
+}
+
+grpc::Status EgressService::AnswerDns(grpc::ServerContext*, const agent::v1::DnsAnswer* req,
+                                      vmm::v1::Empty*) {
+  PendingDns to;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = dns_.find(req->id());
+    if (it == dns_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no pending DNS query ", req->id()));
+    }
+    to = it->second;
+    dns_.erase(it);
+  }
+  sendto(dns_fd_, req->packet().data(), req->packet().size(), 0,
+         reinterpret_cast<const sockaddr*>(&to.from), to.from_len);
+  return grpc::Status::OK;
+}
+
+}  // namespace airlock::guest

@@ -1,0 +1,126 @@
+// The guest side of egress. The guest has no NIC: a dummy interface holds
+// the default route and nftables (set up in the initramfs, see
+// guest/egress.nft) redirects every outbound TCP connection to the agent's
+// transparent listener and rejects everything else (UDP, ICMP, IPv6). The
+// agent also runs a forward proxy endpoint and a DNS stub on loopback. It
+// carries none of this itself: each connection and query is handed to
+// proxyd over the sandbox's egress port (the Egress service), which
+// decides by policy and carries the bytes. The guest cannot name the
+// sandbox it belongs to; proxyd knows it from the port it is attached to.
+#ifndef AIRLOCK_GUEST_EGRESS_H_
+#define AIRLOCK_GUEST_EGRESS_H_
+
+#include <netinet/in.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "protos/agent/v1/agent.grpc.pb.h"
+
+namespace airlock::guest {
+
+// Name of the virtio-serial port proxyd attaches to.
+inline constexpr char kEgressPortName[] = "airlock.egress";
+// Where the agent listens inside the guest.
+inline constexpr uint16_t kTransparentPort = 15001;
+inline constexpr uint16_t kForwardProxyPort = 3128;
+inline constexpr char kDnsAddress[] = "127.0.0.53";
+// Where the interception CA is written in the guest.
+inline constexpr char kCaPath[] = "/usr/local/share/ca-certificates/airlock-egress-ca.crt";
+inline constexpr char kSystemBundle[] = "/etc/ssl/certs/ca-certificates.crt";
+
+// The environment every guest process gets for egress.
+inline constexpr const char* kEgressEnvironment[] = {
+    "HTTP_PROXY=http://127.0.0.1:3128",
+    "HTTPS_PROXY=http://127.0.0.1:3128",
+    "http_proxy=http://127.0.0.1:3128",
+    "https_proxy=http://127.0.0.1:3128",
+    "NO_PROXY=localhost,127.0.0.1,::1",
+    "no_proxy=localhost,127.0.0.1,::1",
+    "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+    "REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt",
+    "GIT_SSL_CAINFO=/etc/ssl/certs/ca-certificates.crt",
+    "NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/airlock-egress-ca.crt",
+};
+
+// InstallCa adds `pem` to the guest's trust store: its own file plus the
+// system bundle (appended once), under `root` ("" for /).
+absl::Status InstallCa(const std::string& root, const std::string& pem);
+
+// WriteEgressConfig points the guest's resolver at the agent's DNS stub and
+// puts the egress environment in /etc/environment and /etc/profile.d, so
+// login shells and su see it too.
+absl::Status WriteEgressConfig(const std::string& root);
+
+class EgressService final : public airlock::agent::v1::Egress::Service {
+ public:
+  EgressService() = default;
+  ~EgressService() override;
+
+  // Listen opens the transparent and forward listeners and the DNS socket
+  // on the given loopback ports, and starts their threads. Tests pass
+  // other ports (0 picks one); `dns_address` empty skips DNS.
+  absl::Status Listen(uint16_t transparent_port, uint16_t forward_port,
+                      const std::string& dns_address, uint16_t dns_port);
+  uint16_t transparent_port() const { return transparent_port_; }
+  uint16_t forward_port() const { return forward_port_; }
+  uint16_t dns_port() const { return dns_port_; }
+
+  grpc::Status Watch(grpc::ServerContext* ctx,
+                     const airlock::agent::v1::EgressWatchRequest* req,
+                     grpc::ServerWriter<airlock::agent::v1::EgressEvent>* writer) override;
+  grpc::Status Carry(grpc::ServerContext* ctx,
+                     grpc::ServerReaderWriter<airlock::agent::v1::EgressData,
+                                              airlock::agent::v1::EgressData>* stream) override;
+  grpc::Status AnswerDns(grpc::ServerContext* ctx, const airlock::agent::v1::DnsAnswer* req,
+                         airlock::vmm::v1::Empty* resp) override;
+
+  // The root the CA is installed under; tests point it at a temp dir.
+  void set_root(std::string root) { root_ = std::move(root); }
+
+ private:
+  struct Pending {
+    int fd = -1;
+    std::chrono::steady_clock::time_point since;
+  };
+  struct PendingDns {
+    sockaddr_storage from{};
+    socklen_t from_len = 0;
+    std::chrono::steady_clock::time_point since;
+  };
+
+  void AcceptLoop(int listen_fd, airlock::agent::v1::EgressVia via);
+  void DnsLoop();
+  void Expire();
+  // Queue hands an event to the watcher; false when no one watches.
+  bool Queue(airlock::agent::v1::EgressEvent event);
+
+  std::string root_;
+  int transparent_fd_ = -1, forward_fd_ = -1, dns_fd_ = -1;
+  uint16_t transparent_port_ = 0, forward_port_ = 0, dns_port_ = 0;
+
+  std::vector<std::thread> threads_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  uint64_t next_id_ = 1;
+  uint64_t generation_ = 0;
+  uint64_t watcher_ = 0;  // generation of the current Watch; 0: none
+  std::deque<airlock::agent::v1::EgressEvent> events_;
+  std::map<uint64_t, Pending> pending_;
+  std::map<uint64_t, PendingDns> dns_;
+};
+
+// ResetAndClose aborts a TCP connection with a reset.
+void ResetAndClose(int fd);
+
+}  // namespace airlock::guest
+
+#endif  // AIRLOCK_GUEST_EGRESS_H_
