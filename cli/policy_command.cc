@@ -3,13 +3,17 @@
 #include <iostream>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_split.h"
 #include "cli/daemons.h"
 #include "cli/table.h"
 #include "common/client.h"
 #include "nlohmann/json.hpp"
 #include "protos/policy/v1/policy.grpc.pb.h"
+#include "protos/proxy/v1/proxy.grpc.pb.h"
 
 namespace airlock::cli {
 
@@ -208,6 +212,63 @@ void AddPolicyCommand(CLI::App& app, int* exit_code) {
     }
     // Exit 0 allowed, 1 denied, as grep does for a match.
     if (!allowed) *exit_code = 1;
+  });
+
+  // log
+  auto* lg_sandbox = new std::string();
+  auto* lg_limit = new uint32_t(100);
+  CLI::App* log = policy->add_subcommand(
+      "log", "Show proxyd's decisions: time, sandbox, destination, rule, verdict, path");
+  log->add_option("--sandbox", *lg_sandbox, "Only this sandbox's decisions");
+  log->add_option("--limit", *lg_limit, "How many recent decisions to show first (default 100)")
+      ->check(CLI::Range(1u, 1000000u));
+  auto* lg_follow = log->add_flag("-f,--follow", "Keep printing new decisions as they happen");
+  auto* lg_json = log->add_flag("--json", "Print one JSON object per line");
+  log->callback([=] {
+    Daemons d;
+    if (absl::Status s = d.EnsureRunning("proxyd"); !s.ok()) {
+      std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
+      *exit_code = 1;
+      return;
+    }
+    auto stub = airlock::proxy::v1::Proxy::NewStub(DialUnix(d.SocketOf("proxyd")));
+    grpc::ClientContext ctx;
+    airlock::proxy::v1::DecisionLogRequest req;
+    req.set_sandbox(*lg_sandbox);
+    req.set_limit(*lg_limit);
+    req.set_follow(lg_follow->count() > 0);
+    auto reader = stub->DecisionLog(&ctx, req);
+    airlock::proxy::v1::Decision dec;
+    bool header = false;
+    while (reader->Read(&dec)) {
+      std::string via = dec.via() == airlock::proxy::v1::FORWARD       ? "forward"
+                        : dec.via() == airlock::proxy::v1::TRANSPARENT ? "transparent"
+                                                                       : "dns";
+      std::string verdict = dec.verdict() == airlock::proxy::v1::ALLOW ? "allow" : "deny";
+      absl::Time t = absl::FromUnixMillis(dec.time_ms());
+      if (lg_json->count()) {
+        nlohmann::ordered_json out = {
+            {"time", absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone())},
+            {"sandbox", dec.sandbox()}, {"host", dec.host()},       {"port", dec.port()},
+            {"method", dec.method()},   {"path", dec.path()},       {"verdict", verdict},
+            {"rule_id", dec.rule_id()}, {"rule", dec.rule()},       {"via", via}};
+        std::cout << out.dump() << std::endl;
+        continue;
+      }
+      if (!header) {
+        std::cout << "TIME                     SANDBOX          VERDICT  VIA          "
+                     "DESTINATION / REQUEST  (RULE)\n";
+        header = true;
+      }
+      std::string dest = dec.port() == 0 ? dec.host() : absl::StrCat(dec.host(), ":", dec.port());
+      if (!dec.method().empty()) absl::StrAppend(&dest, " ", dec.method(), " ", dec.path());
+      std::cout << absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone()) << "  "
+                << absl::StrFormat("%-16s %-8s %-12s ", dec.sandbox(), verdict, via) << dest
+                << "  (" << dec.rule() << (dec.rule_id().empty() ? "" : ", ") << dec.rule_id()
+                << ")" << std::endl;
+    }
+    grpc::Status st = reader->Finish();
+    if (!st.ok()) Failed(st, exit_code);
   });
 
   // init

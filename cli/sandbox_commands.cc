@@ -30,7 +30,9 @@ namespace {
 // running. Null (after printing why) when that fails.
 std::unique_ptr<vmm::Vmm::Stub> Connect() {
   Daemons d;
-  absl::Status s = d.EnsureRunning("vmmd");
+  // A boot attaches the sandbox's egress to proxyd, so both must run.
+  absl::Status s = d.EnsureRunning("proxyd");
+  if (s.ok()) s = d.EnsureRunning("vmmd");
   if (!s.ok()) {
     std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
     return nullptr;

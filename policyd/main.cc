@@ -1,6 +1,6 @@
-// policyd: network rules, presets and the decision check (kits, the grant
-// surface and snapshots for proxyd are not built yet and answer
-// UNIMPLEMENTED). This file only wires objects.
+// policyd: network rules, presets, the decision check and the compiled
+// snapshots proxyd enforces (kits and the grant surface are not built yet
+// and answer UNIMPLEMENTED). This file only wires objects.
 #include "common/daemon_runtime.h"
 #include "policyd/policy_service.h"
 #include "policyd/rule_store.h"

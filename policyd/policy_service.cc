@@ -2,24 +2,12 @@
 
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "policyd/rule_proto.h"
 
 namespace airlock::policyd {
 
 namespace pb = airlock::policy::v1;
 
-namespace {
-
-void ToProto(const Rule& r, pb::Rule* out) {
-  out->set_id(r.id);
-  out->set_action(r.action == Action::kAllow ? pb::ALLOW : pb::DENY);
-  out->set_resource(r.resource.text);
-  for (const auto& m : r.methods) out->add_methods(m);
-  for (const auto& p : r.paths) out->add_paths(p);
-  out->set_sandbox(r.sandbox);
-  out->set_origin(r.origin);
-}
-
-}  // namespace
 
 grpc::Status PolicyService::AddRules(grpc::ServerContext*, const pb::AddRulesRequest* req,
                                      pb::AddRulesResponse* resp) {
@@ -42,7 +30,7 @@ grpc::Status PolicyService::AddRules(grpc::ServerContext*, const pb::AddRulesReq
   }
   auto added = store_->Add(specs);
   if (!added.ok()) return ToGrpc(added.status());
-  for (const auto& r : *added) ToProto(r, resp->add_rules());
+  for (const auto& r : *added) RuleToProto(r, resp->add_rules());
   return grpc::Status::OK;
 }
 
@@ -60,7 +48,7 @@ grpc::Status PolicyService::RemoveRules(grpc::ServerContext*, const pb::RemoveRu
 
 grpc::Status PolicyService::ListRules(grpc::ServerContext*, const pb::ListRulesRequest* req,
                                       pb::ListRulesResponse* resp) {
-  for (const auto& r : store_->List(req->sandbox())) ToProto(r, resp->add_rules());
+  for (const auto& r : store_->List(req->sandbox())) RuleToProto(r, resp->add_rules());
   resp->set_preset(store_->Preset());
   return grpc::Status::OK;
 }
@@ -73,7 +61,7 @@ grpc::Status PolicyService::Check(grpc::ServerContext*, const pb::CheckRequest* 
   std::shared_ptr<const RuleSet> rules = store_->Compiled();
   Decision d = rules->Decide(*q);
   resp->set_action(d.action == Action::kAllow ? pb::ALLOW : pb::DENY);
-  if (d.rule != nullptr) ToProto(*d.rule, resp->mutable_rule());
+  if (d.rule != nullptr) RuleToProto(*d.rule, resp->mutable_rule());
   resp->set_reason(d.reason);
   return grpc::Status::OK;
 }
@@ -82,7 +70,27 @@ grpc::Status PolicyService::InitPreset(grpc::ServerContext*, const pb::InitPrese
                                        pb::InitPresetResponse* resp) {
   auto rules = store_->InitPreset(req->preset());
   if (!rules.ok()) return ToGrpc(rules.status());
-  for (const auto& r : *rules) ToProto(r, resp->add_rules());
+  for (const auto& r : *rules) RuleToProto(r, resp->add_rules());
+  return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::Snapshot(grpc::ServerContext* ctx, const pb::SnapshotRequest* req,
+                                     grpc::ServerWriter<pb::CompiledPolicy>* writer) {
+  uint64_t sent = 0;
+  while (!ctx->IsCancelled()) {
+    uint64_t revision = store_->Revision();
+    if (revision != sent) {
+      pb::CompiledPolicy policy;
+      policy.set_sandbox(req->sandbox());
+      policy.set_revision(revision);
+      for (const auto& r : store_->List(req->sandbox())) RuleToProto(r, policy.add_rules());
+      if (!writer->Write(policy)) return grpc::Status::OK;
+      sent = revision;
+      if (!req->follow()) return grpc::Status::OK;
+    }
+    // Wake at least once a second to notice a caller that went away.
+    store_->WaitForChange(sent, std::chrono::seconds(1));
+  }
   return grpc::Status::OK;
 }
 

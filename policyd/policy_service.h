@@ -1,5 +1,6 @@
 // policyd's gRPC surface (airlock.policy.v1.Policy): rules, presets and
-// check. Snapshots for proxyd and kits answer UNIMPLEMENTED until built.
+// check, and the compiled snapshots proxyd follows. Kits answer
+// UNIMPLEMENTED until built.
 #ifndef AIRLOCK_POLICYD_POLICY_SERVICE_H_
 #define AIRLOCK_POLICYD_POLICY_SERVICE_H_
 
@@ -22,6 +23,8 @@ class PolicyService final : public airlock::policy::v1::Policy::Service {
                      airlock::policy::v1::CheckResponse*) override;
   grpc::Status InitPreset(grpc::ServerContext*, const airlock::policy::v1::InitPresetRequest*,
                           airlock::policy::v1::InitPresetResponse*) override;
+  grpc::Status Snapshot(grpc::ServerContext*, const airlock::policy::v1::SnapshotRequest*,
+                        grpc::ServerWriter<airlock::policy::v1::CompiledPolicy>*) override;
 
  private:
   RuleStore* store_;

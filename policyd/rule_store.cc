@@ -174,7 +174,23 @@ absl::Status RuleStore::Reload() {
   }
   rules_ = rules;
   compiled_ = std::make_shared<const RuleSet>(std::move(rules));
+  uint64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  revision_ = std::max(revision_ + 1, now_us);
+  changed_.notify_all();
   return absl::OkStatus();
+}
+
+uint64_t RuleStore::Revision() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return revision_;
+}
+
+uint64_t RuleStore::WaitForChange(uint64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_for(lock, timeout, [&] { return revision_ != seen; });
+  return revision_;
 }
 
 absl::StatusOr<Request> ParseTarget(const std::string& target, const std::string& method) {

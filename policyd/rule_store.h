@@ -3,6 +3,8 @@
 #ifndef AIRLOCK_POLICYD_RULE_STORE_H_
 #define AIRLOCK_POLICYD_RULE_STORE_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,15 +47,27 @@ class RuleStore {
   // Compiled is the current RuleSet.
   std::shared_ptr<const RuleSet> Compiled();
 
+  // Revision increases on every change of the rules (it starts from the
+  // clock at Init, so it also grows across restarts).
+  uint64_t Revision();
+  // WaitForChange blocks until Revision() != seen or `timeout` passes, and
+  // returns the revision.
+  uint64_t WaitForChange(uint64_t seen, std::chrono::milliseconds timeout);
+
+  // Validate turns a spec into a rule (without an id), or says what part
+  // is malformed. proxyd uses it too, on the rules of a snapshot.
+  static absl::StatusOr<Rule> Validate(const RuleSpec& spec);
+
  private:
   absl::Status Reload();
-  static absl::StatusOr<Rule> Validate(const RuleSpec& spec);
   absl::Status Insert(const Rule& r);
 
   StateDb* db_;
   std::mutex mu_;
   std::vector<Rule> rules_;
   std::shared_ptr<const RuleSet> compiled_;
+  uint64_t revision_ = 0;
+  std::condition_variable changed_;
 };
 
 // ParseTarget reads a check target ("host", "host:port", "https://host/p",

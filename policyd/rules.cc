@@ -245,11 +245,13 @@ Decision RuleSet::Decide(const Request& req) const {
   const Rule* allow = nullptr;
   const Rule* deny = nullptr;
   const Rule* http_only_allow = nullptr;
+  bool saw_http_rule = false;
   for (const Rule* r : cands) {
     if (!r->sandbox.empty() && r->sandbox != req.sandbox) continue;
-    if (r->resource.port != 0 && r->resource.port != req.port) continue;
+    if (r->resource.port != 0 && req.port != 0 && r->resource.port != req.port) continue;
     if (r->http_only()) {
       if (!req.http) {
+        saw_http_rule = true;
         // A host granted only by method/path rules refuses other traffic;
         // an HTTP-level deny does not cover non-HTTP traffic either.
         if (r->action == Action::kAllow && http_only_allow == nullptr) http_only_allow = r;
@@ -273,6 +275,7 @@ Decision RuleSet::Decide(const Request& req) const {
   }
   std::string target = req.host.empty() ? "the address" : req.host;
   Decision d;
+  d.inspect = !req.http && saw_http_rule && deny == nullptr;
   if (deny != nullptr) {
     d.action = Action::kDeny;
     d.rule = deny;

@@ -79,6 +79,7 @@ struct Request {
   // Destination address when known (16 bytes, IPv4 mapped).
   bool has_address = false;
   std::array<uint8_t, 16> address{};
+  // 0 means any port (a DNS question: no port is known yet).
   uint16_t port = 0;
   // HTTP method and path when the request is HTTP (plain or intercepted).
   bool http = false;
@@ -95,6 +96,10 @@ struct Decision {
   // The deciding rule; null for the default deny.
   const Rule* rule = nullptr;
   std::string reason;
+  // For a non-HTTP request: some method/path rule applies to this host and
+  // no host-wide deny does, so HTTP requests to it must be intercepted and
+  // decided one by one (they may be allowed, or denied, unlike the rest).
+  bool inspect = false;
 };
 
 // RuleSet indexes rules for decisions that do not scan every rule: exact

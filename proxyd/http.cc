@@ -27,7 +27,8 @@ absl::Status Bad(absl::string_view what) { return absl::InvalidArgumentError(wha
 
 // IsTchar is RFC 9110's tchar, the characters of a token.
 bool IsTchar(char c) {
-  return absl::ascii_isalnum(c) || absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
+  return absl::ascii_isalnum(c) ||
+         absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
 }
 
 bool IsToken(absl::string_view s) { return !s.empty() && std::all_of(s.begin(), s.end(), IsTchar); }
@@ -54,22 +55,28 @@ std::string GetHeader(const Head& h, absl::string_view name) {
   return "";
 }
 
+// RemoveHeader and SetHeader copy `name` and `value` first: they may view
+// a header of `h` itself, which the edit moves.
 template <typename Head>
-void RemoveHeader(Head* h, absl::string_view name) {
-  h->headers.erase(std::remove_if(h->headers.begin(), h->headers.end(),
-                                  [&](const Header& f) { return absl::EqualsIgnoreCase(f.name, name); }),
-                   h->headers.end());
+void RemoveHeader(Head* h, absl::string_view name_view) {
+  std::string name(name_view);
+  h->headers.erase(
+      std::remove_if(h->headers.begin(), h->headers.end(),
+                     [&](const Header& f) { return absl::EqualsIgnoreCase(f.name, name); }),
+      h->headers.end());
 }
 
 template <typename Head>
-void SetHeader(Head* h, absl::string_view name, absl::string_view value) {
+void SetHeader(Head* h, absl::string_view name_view, absl::string_view value_view) {
+  std::string name(name_view);
+  std::string value(value_view);
   auto first = std::find_if(h->headers.begin(), h->headers.end(),
                             [&](const Header& f) { return absl::EqualsIgnoreCase(f.name, name); });
   size_t index = first - h->headers.begin();
   // Everything before the first match stays put, so `index` is still the
   // place of the first one once all are gone.
   RemoveHeader(h, name);
-  h->headers.insert(h->headers.begin() + index, Header{std::string(name), std::string(value)});
+  h->headers.insert(h->headers.begin() + index, Header{std::move(name), std::move(value)});
 }
 
 // SplitHead cuts a head into its start line and field lines. Lines end in
@@ -105,7 +112,8 @@ absl::Status ParseFields(const std::vector<absl::string_view>& lines, std::vecto
     absl::string_view line = lines[i];
     std::string where = absl::StrCat("header line ", i + 1, " (", Quote(line), ")");
     if (IsOws(line.front())) {
-      return Bad(absl::StrCat(where, " starts with whitespace: obs-fold continuation lines are not accepted"));
+      return Bad(absl::StrCat(
+          where, " starts with whitespace: obs-fold continuation lines are not accepted"));
     }
     size_t colon = line.find(':');
     if (colon == absl::string_view::npos) return Bad(absl::StrCat(where, " has no colon"));
@@ -129,7 +137,8 @@ bool ParseContentLength(absl::string_view value, uint64_t* out) {
   for (absl::string_view part : absl::StrSplit(value, ',')) {
     part = StripOws(part);
     // 19 digits always fit in 64 bits.
-    if (part.empty() || part.size() > 19 || !std::all_of(part.begin(), part.end(), absl::ascii_isdigit)) {
+    if (part.empty() || part.size() > 19 ||
+        !std::all_of(part.begin(), part.end(), absl::ascii_isdigit)) {
       return false;
     }
     uint64_t n = 0;
@@ -208,7 +217,9 @@ std::string LastCoding(const std::vector<Header>& headers) {
 
 bool HasContentLength(const std::vector<Header>& headers, uint64_t* length) {
   for (const Header& h : headers) {
-    if (absl::EqualsIgnoreCase(h.name, "Content-Length")) return ParseContentLength(h.value, length);
+    if (absl::EqualsIgnoreCase(h.name, "Content-Length")) {
+      return ParseContentLength(h.value, length);
+    }
   }
   return false;
 }
@@ -229,7 +240,8 @@ void AppendFields(const std::vector<Header>& headers, std::string* out) {
 
 absl::StatusOr<uint16_t> ParsePort(absl::string_view text, absl::string_view whole) {
   uint32_t port = 0;
-  if (text.empty() || text.size() > 5 || !std::all_of(text.begin(), text.end(), absl::ascii_isdigit) ||
+  if (text.empty() || text.size() > 5 ||
+      !std::all_of(text.begin(), text.end(), absl::ascii_isdigit) ||
       !absl::SimpleAtoi(text, &port) || port == 0 || port > 65535) {
     return Bad(absl::StrCat("authority ", Quote(whole), " has a port that is not 1..65535"));
   }
@@ -248,12 +260,15 @@ absl::Status ParseAuthority(absl::string_view text, uint16_t default_port, Targe
   bool has_port = false;
   if (text.front() == '[') {
     size_t close = text.find(']');
-    if (close == absl::string_view::npos) return Bad(absl::StrCat("authority ", Quote(text), " has no ']'"));
+    if (close == absl::string_view::npos) {
+      return Bad(absl::StrCat("authority ", Quote(text), " has no ']'"));
+    }
     host = text.substr(1, close - 1);
     absl::string_view rest = text.substr(close + 1);
     if (!rest.empty()) {
       if (rest.front() != ':') {
-        return Bad(absl::StrCat("authority ", Quote(text), " has text after ']' that is not a port"));
+        return Bad(
+            absl::StrCat("authority ", Quote(text), " has text after ']' that is not a port"));
       }
       port = rest.substr(1);
       has_port = true;
@@ -313,7 +328,8 @@ bool CanonicalIpv4(absl::string_view host) {
   for (absl::string_view p : parts) {
     uint32_t n = 0;
     if (p.empty() || p.size() > 3 || (p.size() > 1 && p.front() == '0') ||
-        !std::all_of(p.begin(), p.end(), absl::ascii_isdigit) || !absl::SimpleAtoi(p, &n) || n > 255) {
+        !std::all_of(p.begin(), p.end(), absl::ascii_isdigit) || !absl::SimpleAtoi(p, &n) ||
+        n > 255) {
       return false;
     }
   }
@@ -428,7 +444,8 @@ std::string SerializeRequestHead(const RequestHead& req) {
 }
 
 std::string SerializeResponseHead(const ResponseHead& resp) {
-  std::string out = absl::StrCat(Clean(resp.version), " ", resp.status, " ", Clean(resp.reason), "\r\n");
+  std::string out =
+      absl::StrCat(Clean(resp.version), " ", resp.status, " ", Clean(resp.reason), "\r\n");
   AppendFields(resp.headers, &out);
   return out;
 }
@@ -443,7 +460,9 @@ absl::StatusOr<std::string> CanonicalHost(absl::string_view host) {
     return h;
   }
   if (!h.empty() && h.back() == '.') h.pop_back();
-  if (h.empty() || h.size() > 253) return Bad(absl::StrCat("host ", Quote(host), " is empty or too long"));
+  if (h.empty() || h.size() > 253) {
+    return Bad(absl::StrCat("host ", Quote(host), " is empty or too long"));
+  }
   std::vector<absl::string_view> labels = absl::StrSplit(h, '.');
   for (absl::string_view label : labels) {
     if (label.empty() || label.size() > 63) {
@@ -457,8 +476,8 @@ absl::StatusOr<std::string> CanonicalHost(absl::string_view host) {
     }
   }
   if (absl::ascii_isdigit(labels.back().front()) && !CanonicalIpv4(h)) {
-    return Bad(absl::StrCat("host ", Quote(host),
-                            " looks numeric but is not a dotted-quad IPv4 address"));
+    return Bad(
+        absl::StrCat("host ", Quote(host), " looks numeric but is not a dotted-quad IPv4 address"));
   }
   return h;
 }
@@ -505,7 +524,8 @@ absl::StatusOr<Target> ParseTarget(const RequestHead& req, bool tls, bool forwar
 }
 
 std::string HostHeaderValue(const Target& target, bool tls) {
-  std::string host = absl::StrContains(target.host, ':') ? absl::StrCat("[", target.host, "]") : target.host;
+  std::string host =
+      absl::StrContains(target.host, ':') ? absl::StrCat("[", target.host, "]") : target.host;
   if (target.port == (tls ? 443 : 80)) return host;
   return absl::StrCat(host, ":", target.port);
 }
@@ -598,7 +618,8 @@ size_t ChunkedScanner::Feed(absl::string_view data) {
         } else if (c == '\r') {
           state_ = State::kSizeLf;
         } else {
-          Fail(absl::StrCat("chunk size line has an unexpected byte ", Quote(absl::string_view(&c, 1))));
+          Fail(absl::StrCat("chunk size line has an unexpected byte ",
+                            Quote(absl::string_view(&c, 1))));
         }
         break;
       case State::kExtension:
@@ -677,6 +698,7 @@ size_t ChunkedScanner::Feed(absl::string_view data) {
         break;
     }
     if (state_ == State::kError) break;
+    // Every byte from the last-chunk line's LF to the end counts as trailer.
     if (state_ >= State::kTrailerStart && state_ <= State::kFinalLf && ++trailers_ > kMaxTrailers) {
       Fail("trailers are too long");
       break;
@@ -688,7 +710,8 @@ size_t ChunkedScanner::Feed(absl::string_view data) {
 
 std::string DenyResponse(absl::string_view host, uint16_t port, absl::string_view rule_text,
                          absl::string_view rule_id, absl::string_view detail) {
-  std::string shown = absl::StrContains(host, ':') ? absl::StrCat("[", host, "]") : std::string(host);
+  std::string shown =
+      absl::StrContains(host, ':') ? absl::StrCat("[", host, "]") : std::string(host);
   std::string body = absl::StrCat("airlock: blocked ", shown, ":", port, " by policy\n");
   if (rule_text.empty()) {
     body.append("rule: default deny (no rule allows this host)\n");

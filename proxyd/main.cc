@@ -1,13 +1,66 @@
-// proxyd: all guest egress: forward proxy, transparent TCP, DNS, TLS interception, credential injection and the decision log.
-//
-// This release serves the daemon runtime (health, reflection, info) and the
-// airlock::proxy::v1 API, whose methods answer UNIMPLEMENTED until they are built.
+// proxyd: all guest egress. It attaches to each sandbox's egress port,
+// follows the sandbox's compiled policy from policyd, decides every
+// connection, request and DNS question, intercepts TLS where HTTP rules
+// apply, and logs each decision. It never decides policy itself. This file
+// only reads options and wires objects.
+#include <signal.h>
+
+#include "absl/strings/str_split.h"
 #include "common/daemon_runtime.h"
-#include "protos/proxy/v1/proxy.grpc.pb.h"
+#include "common/paths.h"
+#include "proxyd/attachment.h"
+#include "proxyd/decision_log.h"
+#include "proxyd/proxy_service.h"
+#include "proxyd/tls.h"
+
+namespace {
+
+// Schema steps, in order; never edit one that has shipped, append.
+const std::vector<std::string> kSchema = {
+    "CREATE TABLE decisions (seq INTEGER PRIMARY KEY AUTOINCREMENT, sandbox TEXT NOT NULL, "
+    "data BLOB NOT NULL)",
+    "CREATE TABLE attachments (sandbox TEXT PRIMARY KEY, channel_path TEXT NOT NULL)",
+};
+
+std::vector<std::string> List(const std::string& value) {
+  return absl::StrSplit(value, ',', absl::SkipWhitespace());
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  airlock::proxy::v1::Proxy::Service service;
-  return airlock::DaemonMain("proxyd", argc, argv, {}, [&](airlock::DaemonRuntime& rt) {
-    return rt.Serve({&service});
+  signal(SIGPIPE, SIG_IGN);
+  std::vector<airlock::OptionSpec> options = {
+      {"policyd-socket", "policyd's Unix socket (default: <runtime-dir>/policyd.sock)", ""},
+      {"ca-dir", "directory of the interception CA (ca.key 0600, ca.crt; default: <state-dir>/ca)",
+       ""},
+      {"upstream-ca", "extra CA files (PEM, comma-separated) trusted for upstream TLS, "
+                      "beside the host's trust store", ""},
+      {"resolve", "static host map, comma-separated NAME=ADDRESS entries resolved before DNS "
+                  "(trusted as written, even for loopback)", ""},
+  };
+  return airlock::DaemonMain("proxyd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
+    const airlock::DaemonConfig& c = rt.config();
+    if (absl::Status s = rt.state().Migrate(kSchema); !s.ok()) return s;
+    std::string ca_dir = c.options.at("ca-dir").empty() ? c.state_dir + "/ca" : c.options.at("ca-dir");
+    if (absl::Status s = airlock::MakeDirs(ca_dir, 0700); !s.ok()) return s;
+    auto ca = airlock::proxyd::CertificateAuthority::LoadOrCreate(ca_dir);
+    if (!ca.ok()) return ca.status();
+    auto upstream = airlock::proxyd::MakeUpstreamContext(List(c.options.at("upstream-ca")));
+    if (!upstream.ok()) return upstream.status();
+    auto resolver = airlock::proxyd::Resolver::Make(List(c.options.at("resolve")));
+    if (!resolver.ok()) return resolver.status();
+    airlock::proxyd::DecisionLog log(&rt.state());
+    if (absl::Status s = log.Init(); !s.ok()) return s;
+    airlock::proxyd::ProxyContext px;
+    px.ca = ca->get();
+    px.upstream_tls = *upstream;
+    px.resolver = *resolver;
+    px.log = &log;
+    px.policyd_socket = c.options.at("policyd-socket").empty() ? c.runtime_dir + "/policyd.sock"
+                                                               : c.options.at("policyd-socket");
+    airlock::proxyd::ProxyService service(&rt.state(), &px);
+    if (absl::Status s = service.Init(); !s.ok()) return s;
+    return rt.Serve({&service}, [&] { service.Shutdown(); });
   });
 }

@@ -331,11 +331,11 @@ absl::StatusOr<UniqueX509> IssueLeaf(const HostName& host, EVP_PKEY* leaf_key, X
   if ((days < 0 || seconds < 0) && X509_set1_notAfter(x.get(), X509_get0_notAfter(ca)) != 1) {
     return CryptoError("capping leaf expiry");
   }
-  for (auto [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:FALSE"},
-                            std::pair{NID_key_usage, "critical,digitalSignature"},
-                            std::pair{NID_ext_key_usage, "serverAuth"},
-                            std::pair{NID_subject_key_identifier, "hash"},
-                            std::pair{NID_authority_key_identifier, "keyid:always"}}) {
+  for (auto [nid, value] :
+       {std::pair{NID_basic_constraints, "critical,CA:FALSE"},
+        std::pair{NID_key_usage, "critical,digitalSignature"},
+        std::pair{NID_ext_key_usage, "serverAuth"}, std::pair{NID_subject_key_identifier, "hash"},
+        std::pair{NID_authority_key_identifier, "keyid:always"}}) {
     if (absl::Status s = AddExtension(ca, x.get(), nid, value); !s.ok()) return s;
   }
   if (absl::Status s = AddSubjectAltName(x.get(), host); !s.ok()) return s;
@@ -353,7 +353,8 @@ absl::StatusOr<std::string> CertificatePem(X509* x) {
 
 absl::StatusOr<std::string> PrivateKeyPem(EVP_PKEY* key) {
   UniqueBio bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+  if (!bio ||
+      PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
     return CryptoError("encoding private key");
   }
   char* data = nullptr;
@@ -398,8 +399,8 @@ absl::StatusOr<UniquePkey> LoadKey(int dirfd, const std::string& path) {
   OPENSSL_cleanse(pem->data(), pem->size());
   if (!key) {
     std::string errors = DrainOpenSslErrors();
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not an unencrypted PEM private key: ",
-                                                   errors.empty() ? "unreadable" : errors));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is not an unencrypted PEM private key: ", errors.empty() ? "unreadable" : errors));
   }
   return key;
 }
@@ -641,7 +642,8 @@ absl::StatusOr<std::shared_ptr<SSL_CTX>> MakeUpstreamContext(
             errors.empty() ? "" : absl::StrCat(" (", errors, ")")));
       }
       if (X509_STORE_add_cert(store, cert.get()) != 1) {
-        return CryptoError(absl::StrCat("extra CA file ", path, ": adding certificate ", count + 1));
+        return CryptoError(
+            absl::StrCat("extra CA file ", path, ": adding certificate ", count + 1));
       }
     }
   }
@@ -682,9 +684,9 @@ absl::StatusOr<UniqueSsl> StartUpstreamTls(SSL_CTX* ctx, int fd, const std::stri
         absl::StrCat("upstream certificate for ", name->text,
                      ": certificate verify failed: ", X509_verify_cert_error_string(verify)));
   }
-  return absl::UnavailableError(absl::StrCat("TLS handshake with upstream ", name->text,
-                                             " failed: ",
-                                             HandshakeFailure(ssl.get(), rc, saved_errno)));
+  return absl::UnavailableError(
+      absl::StrCat("TLS handshake with upstream ", name->text,
+                   " failed: ", HandshakeFailure(ssl.get(), rc, saved_errno)));
 }
 
 absl::StatusOr<UniqueSsl> AcceptClientTls(SSL_CTX* server_ctx, int fd) {
@@ -699,7 +701,8 @@ absl::StatusOr<UniqueSsl> AcceptClientTls(SSL_CTX* server_ctx, int fd) {
   if (absl::StrContains(why, "unknown ca")) {
     absl::StrAppend(&why, " (does the sandbox trust the Airlock CA certificate?)");
   }
-  return absl::UnavailableError(absl::StrCat("TLS handshake with the sandbox client failed: ", why));
+  return absl::UnavailableError(
+      absl::StrCat("TLS handshake with the sandbox client failed: ", why));
 }
 
 }  // namespace airlock::proxyd

@@ -51,8 +51,7 @@ class CertificateAuthority {
   // an flock on `dir` keeps two processes from creating two CAs, and an
   // existing CA is never replaced. When ca.key exists without ca.crt (a
   // crash between the two renames) a new certificate is issued for the key.
-  static absl::StatusOr<std::unique_ptr<CertificateAuthority>> LoadOrCreate(
-      const std::string& dir);
+  static absl::StatusOr<std::unique_ptr<CertificateAuthority>> LoadOrCreate(const std::string& dir);
 
   CertificateAuthority(const CertificateAuthority&) = delete;
   CertificateAuthority& operator=(const CertificateAuthority&) = delete;

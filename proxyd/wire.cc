@@ -78,12 +78,16 @@ absl::StatusOr<std::string> ServerName(absl::string_view ext) {
   while (names.size() > 0) {
     uint32_t type = 0;
     absl::string_view name;
-    if (!names.U8(&type) || !names.Vector(2, &name)) return BadHello("server_name entry is truncated");
+    if (!names.U8(&type) || !names.Vector(2, &name)) {
+      return BadHello("server_name entry is truncated");
+    }
     if (type != kHostName) continue;
     if (have) return BadHello("server_name has more than one host_name");
     if (name.empty()) return BadHello("server_name host_name is empty");
     absl::StatusOr<std::string> canonical = CanonicalHost(name);
-    if (!canonical.ok()) return BadHello(absl::StrCat("server_name: ", canonical.status().message()));
+    if (!canonical.ok()) {
+      return BadHello(absl::StrCat("server_name: ", canonical.status().message()));
+    }
     host = *std::move(canonical);
     have = true;
   }
@@ -124,11 +128,12 @@ absl::StatusOr<std::string> ClientHelloSni(absl::string_view body) {
   return sni;
 }
 
-absl::Status BadDns(absl::string_view why) { return Bad(absl::StrCat("malformed DNS query: ", why)); }
+absl::Status BadDns(absl::string_view why) {
+  return Bad(absl::StrCat("malformed DNS query: ", why));
+}
 
 constexpr size_t kDnsHeader = 12;
 constexpr size_t kMaxDnsName = 255;
-constexpr size_t kMaxDnsLabel = 63;
 constexpr uint16_t kFlagQr = 0x8000;
 constexpr uint16_t kFlagRd = 0x0100;
 constexpr uint16_t kFlagRa = 0x0080;
@@ -156,6 +161,7 @@ absl::Status ReadName(absl::string_view packet, size_t* pos, std::string* name, 
       run_start = target;
       continue;
     }
+    // Two high bits of 01 or 10 are reserved; 00 leaves labels <= 63 bytes.
     if (len & 0xc0) return BadDns("name uses a reserved label type");
     wire_size += 1 + len;
     if (wire_size > kMaxDnsName) return BadDns("name is longer than 255 bytes");
@@ -163,7 +169,6 @@ absl::Status ReadName(absl::string_view packet, size_t* pos, std::string* name, 
       if (after == 0) after = p + 1;
       break;
     }
-    if (len > kMaxDnsLabel) return BadDns("label is longer than 63 bytes");
     if (packet.size() - (p + 1) < len) return BadDns("label runs past the end of the packet");
     absl::string_view label = packet.substr(p + 1, len);
     for (char c : label) {
@@ -175,7 +180,10 @@ absl::Status ReadName(absl::string_view packet, size_t* pos, std::string* name, 
     p += 1 + len;
   }
   wire->clear();
-  for (const std::string& l : labels) absl::StrAppend(wire, std::string(1, l.size()), l);
+  for (const std::string& l : labels) {
+    wire->push_back(static_cast<char>(l.size()));
+    wire->append(l);
+  }
   wire->push_back('\0');
   *name = absl::AsciiStrToLower(absl::StrJoin(labels, "."));
   *pos = after;
@@ -236,7 +244,9 @@ absl::StatusOr<std::string> ParseClientHelloSni(absl::string_view data, bool* ne
       uint32_t len = 0;
       Reader(absl::string_view(handshake).substr(1, 3)).U24(&len);
       if (len > kMaxClientHello) return BadHello(absl::StrCat("it claims ", len, " bytes"));
-      if (handshake.size() >= 4 + len) return ClientHelloSni(absl::string_view(handshake).substr(4, len));
+      if (handshake.size() >= 4 + len) {
+        return ClientHelloSni(absl::string_view(handshake).substr(4, len));
+      }
     }
     absl::string_view rec = data.substr(pos);
     if (!rec.empty() && static_cast<uint8_t>(rec[0]) != kTlsHandshake) {

@@ -1,0 +1,25 @@
+// Rules to and from airlock.policy.v1.Rule, so policyd's answers and the
+// snapshots proxyd enforces carry the same rules. A snapshot's rules are
+// validated again on arrival: proxyd trusts policyd, not the bytes.
+#ifndef AIRLOCK_POLICYD_RULE_PROTO_H_
+#define AIRLOCK_POLICYD_RULE_PROTO_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "policyd/rules.h"
+#include "protos/policy/v1/policy.pb.h"
+
+namespace airlock::policyd {
+
+void RuleToProto(const Rule& rule, airlock::policy::v1::Rule* out);
+
+absl::StatusOr<Rule> RuleFromProto(const airlock::policy::v1::Rule& rule);
+
+// CompileSnapshot builds the RuleSet of a compiled policy.
+absl::StatusOr<std::shared_ptr<const RuleSet>> CompileSnapshot(
+    const airlock::policy::v1::CompiledPolicy& policy);
+
+}  // namespace airlock::policyd
+
+#endif  // AIRLOCK_POLICYD_RULE_PROTO_H_

@@ -1,0 +1,680 @@
+#include "proxyd/attachment.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/agent_link.h"
+#include "common/client.h"
+#include "common/fd_io.h"
+#include "common/log.h"
+#include "policyd/rule_proto.h"
+#include "protos/agent/v1/agent.grpc.pb.h"
+#include "protos/policy/v1/policy.grpc.pb.h"
+#include "proxyd/http.h"
+#include "proxyd/stream.h"
+#include "proxyd/wire.h"
+
+namespace airlock::proxyd {
+
+namespace agentpb = airlock::agent::v1;
+namespace pb = airlock::proxy::v1;
+using airlock::policyd::Action;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kMaxHead = 64 * 1024;
+constexpr auto kUpstreamConnectTimeout = seconds(15);
+constexpr auto kIdleTimeout = seconds(600);
+
+// Verdict is a decision plus what the log and a 403 need.
+struct Verdict {
+  bool allow = false;
+  bool inspect = false;
+  std::string rule_id;
+  std::string rule_text;  // "" for the default deny
+  std::string reason;
+};
+
+std::string ErrorResponse(int status, absl::string_view reason, absl::string_view body) {
+  std::string text = absl::StrCat("airlock: ", body, "\n");
+  return absl::StrCat("HTTP/1.1 ", status, " ", reason,
+                      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ",
+                      text.size(), "\r\nConnection: close\r\nX-Airlock-Decision: error\r\n\r\n",
+                      text);
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
+  std::string sandbox;
+  std::string channel_path;
+  ProxyContext* px;
+  SyntheticNames names;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  bool ready = false;
+  std::string last_error;
+  std::shared_ptr<const policyd::RuleSet> rules;
+  uint64_t revision = 0;
+  std::set<grpc::ClientContext*> calls;  // cancelled on Stop
+  std::atomic<uint64_t> open{0};
+
+  bool Stopping() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return stopping;
+  }
+  bool Track(grpc::ClientContext* ctx) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (stopping) return false;
+    calls.insert(ctx);
+    return true;
+  }
+  void Untrack(grpc::ClientContext* ctx) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.erase(ctx);
+  }
+  void Sleep(milliseconds d) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, d, [&] { return stopping; });
+  }
+
+  void FollowPolicy();
+  void WatchEgress();
+  void Carry(std::shared_ptr<grpc::Channel> channel, agentpb::EgressConnection c);
+  void AnswerDns(agentpb::Egress::Stub* stub, const agentpb::DnsQuery& q);
+
+  // Decide asks the current snapshot. `host` is a name, or "" with `addr`.
+  Verdict Decide(const std::string& host, const Address* addr, uint16_t port, bool http,
+                 const std::string& method, const std::string& path);
+  // Connect resolves and connects for an allowed verdict, refusing a
+  // protected address the rules do not name (the verdict turns deny).
+  absl::StatusOr<int> Connect(const std::string& host, uint16_t port, Verdict* v);
+  void Record(const std::string& host, uint16_t port, const std::string& method,
+              const std::string& path, const Verdict& v, pb::Path via);
+
+  bool HandleForward(Stream& client);
+  bool HandleTransparent(Stream& client, const Address& addr, uint16_t port);
+  void ServeIntercepted(Stream& client, const std::string& host, uint16_t port, pb::Path via);
+  void ServeHttp(Stream& client, const std::string& head, const std::string& conn_host,
+                 uint16_t conn_port, pb::Path via);
+};
+
+Attachment::Attachment(std::string sandbox, std::string channel_path, ProxyContext* px)
+    : state_(std::make_shared<State>()) {
+  state_->sandbox = std::move(sandbox);
+  state_->channel_path = std::move(channel_path);
+  state_->px = px;
+}
+
+Attachment::~Attachment() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stopping = true;
+    for (grpc::ClientContext* c : state_->calls) c->TryCancel();
+  }
+  state_->cv.notify_all();
+  if (policy_thread_.joinable()) policy_thread_.join();
+  if (egress_thread_.joinable()) egress_thread_.join();
+}
+
+void Attachment::Start() {
+  auto s = state_;
+  policy_thread_ = std::thread([s] { s->FollowPolicy(); });
+  egress_thread_ = std::thread([s] { s->WatchEgress(); });
+}
+
+absl::Status Attachment::WaitReady(seconds timeout) {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (state_->cv.wait_for(lock, timeout, [&] { return state_->ready; })) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "the sandbox's egress port ", state_->channel_path, " did not answer within ",
+      timeout.count(), " s", state_->last_error.empty() ? "" : ": ", state_->last_error));
+}
+
+const std::string& Attachment::sandbox() const { return state_->sandbox; }
+const std::string& Attachment::channel_path() const { return state_->channel_path; }
+uint64_t Attachment::policy_revision() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->revision;
+}
+uint64_t Attachment::open_connections() const { return state_->open.load(); }
+
+void Attachment::State::FollowPolicy() {
+  while (!Stopping()) {
+    auto stub = airlock::policy::v1::Policy::NewStub(DialUnix(px->policyd_socket));
+    grpc::ClientContext ctx;
+    if (!Track(&ctx)) return;
+    airlock::policy::v1::SnapshotRequest req;
+    req.set_sandbox(sandbox);
+    req.set_follow(true);
+    auto reader = stub->Snapshot(&ctx, req);
+    airlock::policy::v1::CompiledPolicy policy;
+    while (reader->Read(&policy)) {
+      auto compiled = airlock::policyd::CompileSnapshot(policy);
+      if (!compiled.ok()) {
+        AIRLOCK_LOG_ERROR("refusing a policy snapshot",
+                          {{"sandbox", sandbox}, {"error", std::string(compiled.status().message())}});
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      rules = *compiled;
+      revision = policy.revision();
+    }
+    grpc::Status s = reader->Finish();
+    Untrack(&ctx);
+    if (!Stopping()) {
+      AIRLOCK_LOG_WARN("policy stream ended; keeping the last snapshot and retrying",
+                       {{"sandbox", sandbox}, {"error", s.error_message()}});
+      Sleep(milliseconds(500));
+    }
+  }
+}
+
+void Attachment::State::WatchEgress() {
+  while (!Stopping()) {
+    AgentLink link(channel_path);
+    auto channel = link.Channel(seconds(5));
+    if (!channel.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        last_error = std::string(channel.status().message());
+      }
+      Sleep(milliseconds(300));
+      continue;
+    }
+    auto stub = agentpb::Egress::NewStub(*channel);
+    grpc::ClientContext ctx;
+    if (!Track(&ctx)) return;
+    agentpb::EgressWatchRequest req;
+    req.set_ca_certificate_pem(px->ca->certificate_pem());
+    auto reader = stub->Watch(&ctx, req);
+    agentpb::EgressEvent event;
+    while (reader->Read(&event)) {
+      if (event.has_connection()) {
+        auto self = shared_from_this();
+        std::thread([self, ch = *channel, c = event.connection()] { self->Carry(ch, c); }).detach();
+      } else if (event.has_dns()) {
+        AnswerDns(stub.get(), event.dns());
+      } else {
+        std::lock_guard<std::mutex> lock(mu);
+        ready = true;
+        cv.notify_all();
+      }
+    }
+    grpc::Status s = reader->Finish();
+    Untrack(&ctx);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      last_error = s.error_message();
+    }
+    Sleep(milliseconds(200));
+  }
+}
+
+Verdict Attachment::State::Decide(const std::string& host, const Address* addr, uint16_t port,
+                                  bool http, const std::string& method, const std::string& path) {
+  std::shared_ptr<const policyd::RuleSet> current;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    current = rules;
+  }
+  Verdict v;
+  if (current == nullptr) {
+    v.reason = "no policy from policyd yet (is policyd running?)";
+    return v;
+  }
+  policyd::Request req;
+  req.sandbox = sandbox;
+  req.host = host;
+  if (addr != nullptr) {
+    req.has_address = true;
+    req.address = *addr;
+  }
+  req.port = port;
+  req.http = http;
+  req.method = method;
+  req.path = path;
+  policyd::Decision d = current->Decide(req);
+  v.allow = d.action == Action::kAllow;
+  v.inspect = d.inspect;
+  v.reason = d.reason;
+  if (d.rule != nullptr) {
+    v.rule_id = d.rule->id;
+    v.rule_text = d.rule->Text();
+  }
+  return v;
+}
+
+absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t port,
+                                               Verdict* v) {
+  auto resolved = px->resolver.Resolve(host);
+  if (!resolved.ok()) return resolved.status();
+  if (IsProtected(resolved->address) && !resolved->from_static_map) {
+    // Only a rule on the address itself opens a protected range: "**" or a
+    // name that resolves there does not.
+    std::shared_ptr<const policyd::RuleSet> current;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      current = rules;
+    }
+    policyd::Request req;
+    req.sandbox = sandbox;
+    req.has_address = true;
+    req.address = resolved->address;
+    req.port = port;
+    policyd::Decision d = current->Decide(req);
+    if (d.action != Action::kAllow || d.rule == nullptr ||
+        d.rule->resource.kind != policyd::Resource::Kind::kAddress) {
+      v->allow = false;
+      v->reason = absl::StrCat(host, " is ", AddressText(resolved->address),
+                               ", a protected address (loopback, private, link-local or "
+                               "similar); only a rule naming that address or its range allows it");
+      if (d.action == Action::kDeny && d.rule != nullptr) {
+        v->rule_id = d.rule->id;
+        v->rule_text = d.rule->Text();
+      } else {
+        v->rule_id.clear();
+        v->rule_text.clear();
+      }
+      return absl::PermissionDeniedError(v->reason);
+    }
+  }
+  return ConnectTo(resolved->address, port, kUpstreamConnectTimeout);
+}
+
+void Attachment::State::Record(const std::string& host, uint16_t port, const std::string& method,
+                               const std::string& path, const Verdict& v, pb::Path via) {
+  pb::Decision d;
+  d.set_time_ms(NowMs());
+  d.set_sandbox(sandbox);
+  d.set_host(host);
+  d.set_port(port);
+  d.set_method(method);
+  d.set_path(path);
+  d.set_verdict(v.allow ? pb::ALLOW : pb::DENY);
+  d.set_rule_id(v.rule_id);
+  d.set_rule(v.rule_text.empty() ? "default deny" : v.rule_text);
+  d.set_via(via);
+  px->log->Record(std::move(d));
+}
+
+void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::DnsQuery& q) {
+  std::string answer;
+  auto question = ParseDnsQuery(q.packet());
+  if (!question.ok()) {
+    answer = DnsFormatError(q.packet());
+  } else if (question->qtype == kDnsTypeA && question->qclass == kDnsClassIn &&
+             !question->name.empty()) {
+    // Every name gets an address: a denied one is refused when connected
+    // to, the same way as any other denied destination.
+    answer = DnsAnswerA(*question, names.AddressFor(question->name), 60);
+    Verdict v = Decide(question->name, nullptr, 0, false, "", "");
+    v.allow = v.allow || v.inspect;
+    Record(question->name, 0, "", "", v, pb::DNS);
+  } else {
+    // No AAAA (the guest has no IPv6 route) or other records.
+    answer = DnsEmptyAnswer(*question, kDnsNoError);
+  }
+  if (answer.empty()) return;
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(5));
+  agentpb::DnsAnswer a;
+  a.set_id(q.id());
+  a.set_packet(answer);
+  airlock::vmm::v1::Empty empty;
+  (void)stub->AnswerDns(&ctx, a, &empty);
+}
+
+void Attachment::State::Carry(std::shared_ptr<grpc::Channel> channel,
+                              agentpb::EgressConnection c) {
+  open++;
+  auto stub = agentpb::Egress::NewStub(channel);
+  grpc::ClientContext ctx;
+  if (!Track(&ctx)) {
+    open--;
+    return;
+  }
+  auto stream = stub->Carry(&ctx);
+  agentpb::EgressData first;
+  first.set_id(c.id());
+  int sp[2];
+  if (!stream->Write(first) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+    ctx.TryCancel();
+    (void)stream->Finish();
+    Untrack(&ctx);
+    open--;
+    return;
+  }
+  // The handler works on sp[0] like on a socket; two pumps move bytes
+  // between sp[1] and the gRPC stream.
+  std::mutex eof_mu;
+  std::condition_variable eof_cv;
+  bool guest_done = false;
+  std::atomic<bool> reset{false};
+  std::thread in([&] {
+    agentpb::EgressData m;
+    while (stream->Read(&m)) {
+      if (!m.data().empty()) (void)WriteAll(sp[1], m.data());
+      if (m.eof()) shutdown(sp[1], SHUT_WR);
+      if (m.eof() || m.reset()) {
+        std::lock_guard<std::mutex> lock(eof_mu);
+        guest_done = true;
+        eof_cv.notify_all();
+      }
+    }
+    shutdown(sp[1], SHUT_WR);
+    std::lock_guard<std::mutex> lock(eof_mu);
+    guest_done = true;
+    eof_cv.notify_all();
+  });
+  std::thread out([&] {
+    char buf[65536];
+    while (true) {
+      ssize_t n = read(sp[1], buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      agentpb::EgressData d;
+      d.set_data(buf, n);
+      if (!stream->Write(d)) break;
+    }
+    agentpb::EgressData last;
+    if (reset) {
+      last.set_reset(true);
+    } else {
+      last.set_eof(true);
+    }
+    (void)stream->Write(last);
+    // Let the guest finish its side (it usually closes at once) before
+    // ending the call.
+    std::unique_lock<std::mutex> lock(eof_mu);
+    if (!reset) eof_cv.wait_for(lock, seconds(10), [&] { return guest_done; });
+    lock.unlock();
+    (void)stream->WritesDone();
+  });
+  {
+    Stream client(sp[0]);
+    SetTimeouts(sp[0], kIdleTimeout);
+    bool ok = c.via() == agentpb::EGRESS_FORWARD
+                  ? HandleForward(client)
+                  : [&] {
+                      Address addr{};
+                      if (!policyd::ParseAddress(c.address(), &addr) || c.port() == 0 ||
+                          c.port() > 65535) {
+                        return false;
+                      }
+                      return HandleTransparent(client, addr, static_cast<uint16_t>(c.port()));
+                    }();
+    if (!ok) reset = true;
+    client.ShutdownWrite();
+  }  // closes sp[0]
+  out.join();
+  in.join();
+  (void)stream->Finish();
+  close(sp[1]);
+  Untrack(&ctx);
+  open--;
+}
+
+bool Attachment::State::HandleForward(Stream& client) {
+  auto head = ReadHead(client, kMaxHead);
+  if (!head.ok()) {
+    if (head.status().code() == absl::StatusCode::kResourceExhausted) {
+      client.WriteAll(ErrorResponse(431, "Request Header Fields Too Large", "request head too long"));
+    }
+    return true;
+  }
+  auto req = ParseRequestHead(*head);
+  if (!req.ok()) {
+    client.WriteAll(ErrorResponse(400, "Bad Request", req.status().message()));
+    return true;
+  }
+  if (req->method != "CONNECT") {
+    ServeHttp(client, *head, "", 0, pb::FORWARD);
+    return true;
+  }
+  auto target = ParseTarget(*req, false, true);
+  if (!target.ok()) {
+    client.WriteAll(ErrorResponse(400, "Bad Request", target.status().message()));
+    return true;
+  }
+  Address literal{};
+  bool is_ip = policyd::ParseAddress(target->host, &literal);
+  Verdict v = Decide(is_ip ? "" : target->host, is_ip ? &literal : nullptr, target->port, false,
+                     "", "");
+  if (!v.allow && !v.inspect) {
+    Record(target->host, target->port, "", "", v, pb::FORWARD);
+    client.WriteAll(DenyResponse(target->host, target->port, v.rule_text, v.rule_id, v.reason));
+    return true;
+  }
+  if (v.inspect) {
+    // Method/path rules apply to this host: look inside the tunnel.
+    if (!client.WriteAll("HTTP/1.1 200 Connection established\r\n\r\n")) return true;
+    std::string first = Peek(client, 5, seconds(10));
+    if (LooksLikeTls(first)) {
+      ServeIntercepted(client, target->host, target->port, pb::FORWARD);
+      return true;
+    }
+    auto inner = ReadHead(client, kMaxHead);
+    if (inner.ok()) ServeHttp(client, *inner, target->host, target->port, pb::FORWARD);
+    return true;
+  }
+  auto fd = Connect(target->host, target->port, &v);
+  Record(target->host, target->port, "", "", v, pb::FORWARD);
+  if (!fd.ok()) {
+    if (!v.allow) {
+      client.WriteAll(DenyResponse(target->host, target->port, v.rule_text, v.rule_id, v.reason));
+    } else {
+      client.WriteAll(ErrorResponse(502, "Bad Gateway", fd.status().message()));
+    }
+    return true;
+  }
+  Stream upstream(*fd);
+  SetTimeouts(*fd, kIdleTimeout);
+  if (!client.WriteAll("HTTP/1.1 200 Connection established\r\n\r\n")) return true;
+  Splice(client, upstream);
+  return true;
+}
+
+bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, uint16_t port) {
+  std::string name = names.NameOf(addr);
+  std::string shown = name.empty() ? AddressText(addr) : name;
+  Verdict v = name.empty() ? Decide("", &addr, port, false, "", "")
+                           : Decide(name, nullptr, port, false, "", "");
+  if (v.allow && !v.inspect) {
+    if (name.empty() && IsSynthetic(addr)) {
+      v.allow = false;
+      v.reason = "a synthetic DNS address this proxy did not hand out";
+    } else {
+      auto fd = Connect(shown, port, &v);
+      Record(shown, port, "", "", v, pb::TRANSPARENT);
+      if (!fd.ok()) return false;
+      Stream upstream(*fd);
+      SetTimeouts(*fd, kIdleTimeout);
+      Splice(client, upstream);
+      return true;
+    }
+  }
+  // Denied, or HTTP rules apply: an HTTP or TLS client gets its request
+  // decided (and a 403 when refused); anything else is reset.
+  std::string first = Peek(client, 5, seconds(3));
+  if (LooksLikeTls(first)) {
+    ServeIntercepted(client, shown, port, pb::TRANSPARENT);
+    return true;
+  }
+  if (!first.empty() && LooksLikeHttp(first)) {
+    auto head = ReadHead(client, kMaxHead);
+    if (head.ok()) ServeHttp(client, *head, shown, port, pb::TRANSPARENT);
+    return true;
+  }
+  v.allow = false;
+  Record(shown, port, "", "", v, pb::TRANSPARENT);
+  return false;
+}
+
+void Attachment::State::ServeIntercepted(Stream& client, const std::string& host, uint16_t port,
+                                         pb::Path via) {
+  auto ctx = px->ca->ServerContextFor(host);
+  if (!ctx.ok()) return;
+  auto ssl = AcceptClientTls(ctx->get(), client.fd());
+  if (!ssl.ok()) {
+    AIRLOCK_LOG_INFO("sandbox TLS handshake failed",
+                     {{"sandbox", sandbox}, {"host", host}, {"error", std::string(ssl.status().message())}});
+    return;
+  }
+  client.StartTls(std::move(*ssl));
+  auto head = ReadHead(client, kMaxHead);
+  if (!head.ok()) return;
+  ServeHttp(client, *head, host, port, via);
+}
+
+namespace {
+
+// CopyChunked forwards one chunked body verbatim; bytes read past its end
+// go back to `from`.
+bool CopyChunked(Stream& from, Stream& to) {
+  ChunkedScanner scanner;
+  char buf[65536];
+  while (!scanner.done()) {
+    ssize_t n = from.Read(buf, sizeof(buf));
+    if (n <= 0) return false;
+    size_t body = scanner.Feed(absl::string_view(buf, n));
+    if (!scanner.status().ok()) return false;
+    if (!to.WriteAll(absl::string_view(buf, body))) return false;
+    if (body < static_cast<size_t>(n)) from.unread().insert(0, buf + body, n - body);
+  }
+  return true;
+}
+
+}  // namespace
+
+void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
+                                  const std::string& conn_host, uint16_t conn_port,
+                                  pb::Path via) {
+  auto req = ParseRequestHead(head_text);
+  if (!req.ok()) {
+    client.WriteAll(ErrorResponse(400, "Bad Request", req.status().message()));
+    return;
+  }
+  bool forward = conn_host.empty();
+  auto target = ParseTarget(*req, client.tls(), forward);
+  if (!target.ok()) {
+    client.WriteAll(ErrorResponse(400, "Bad Request", target.status().message()));
+    return;
+  }
+  std::string host = forward ? target->host : conn_host;
+  uint16_t port = forward ? target->port : conn_port;
+  if (forward) {
+    req->Set("Host", HostHeaderValue(*target, false));
+    req->target = target->origin_form;
+  }
+  if (absl::Status s = ValidatePath(target->path); !s.ok()) {
+    client.WriteAll(ErrorResponse(400, "Bad Request", s.message()));
+    return;
+  }
+  Address literal{};
+  bool is_ip = policyd::ParseAddress(host, &literal);
+  Verdict v = Decide(is_ip ? "" : host, is_ip ? &literal : nullptr, port, true, req->method,
+                     target->path);
+  absl::StatusOr<int> fd = absl::PermissionDeniedError("denied");
+  if (v.allow) fd = Connect(host, port, &v);
+  Record(host, port, req->method, target->path, v, via);
+  if (!v.allow) {
+    client.WriteAll(DenyResponse(host, port, v.rule_text, v.rule_id, v.reason));
+    return;
+  }
+  if (!fd.ok()) {
+    client.WriteAll(ErrorResponse(502, "Bad Gateway", fd.status().message()));
+    return;
+  }
+  Stream upstream(*fd);
+  SetTimeouts(*fd, kIdleTimeout);
+  if (client.tls()) {
+    auto ssl = StartUpstreamTls(px->upstream_tls.get(), *fd, host);
+    if (!ssl.ok()) {
+      client.WriteAll(ErrorResponse(502, "Bad Gateway", ssl.status().message()));
+      return;
+    }
+    upstream.StartTls(std::move(*ssl));
+  }
+  // One request per connection: the next request of a kept-alive
+  // connection would otherwise reach the upstream without a decision.
+  req->Remove("Proxy-Connection");
+  req->Remove("Proxy-Authorization");
+  req->Remove("Keep-Alive");
+  req->Set("Connection", "close");
+  if (absl::AsciiStrToLower(req->Get("Expect")) == "100-continue") {
+    req->Remove("Expect");
+    if (!client.WriteAll("HTTP/1.1 100 Continue\r\n\r\n")) return;
+  }
+  if (!upstream.WriteAll(SerializeRequestHead(*req))) return;
+  uint64_t length = 0;
+  switch (RequestBodyKind(*req, &length)) {
+    case BodyKind::kLength:
+      if (!CopyExactly(client, upstream, length)) return;
+      break;
+    case BodyKind::kChunked:
+      if (!CopyChunked(client, upstream)) return;
+      break;
+    default:
+      break;
+  }
+  auto resp_head = ReadHead(upstream, kMaxHead);
+  if (!resp_head.ok()) {
+    client.WriteAll(ErrorResponse(502, "Bad Gateway",
+                                  absl::StrCat("the upstream sent no response: ",
+                                               resp_head.status().message())));
+    return;
+  }
+  auto resp = ParseResponseHead(*resp_head);
+  // Interim responses (103 Early Hints, a 100 the upstream sends anyway)
+  // pass through; the final one follows.
+  while (resp.ok() && resp->status >= 100 && resp->status < 200 && resp->status != 101) {
+    if (!client.WriteAll(SerializeResponseHead(*resp))) return;
+    resp_head = ReadHead(upstream, kMaxHead);
+    if (!resp_head.ok()) return;
+    resp = ParseResponseHead(*resp_head);
+  }
+  if (!resp.ok()) {
+    client.WriteAll(ErrorResponse(502, "Bad Gateway", resp.status().message()));
+    return;
+  }
+  bool upgrade = resp->status == 101;
+  if (!upgrade) {
+    resp->Remove("Keep-Alive");
+    resp->Set("Connection", "close");
+  }
+  if (!client.WriteAll(SerializeResponseHead(*resp))) return;
+  if (upgrade) {
+    Splice(client, upstream);
+    return;
+  }
+  switch (ResponseBodyKind(*resp, req->method, &length)) {
+    case BodyKind::kLength:
+      CopyExactly(upstream, client, length);
+      break;
+    case BodyKind::kChunked:
+      CopyChunked(upstream, client);
+      break;
+    case BodyKind::kUntilClose:
+      CopyUntilEnd(upstream, client);
+      break;
+    case BodyKind::kNone:
+      break;
+  }
+}
+
+}  // namespace airlock::proxyd

@@ -1,0 +1,66 @@
+// One sandbox's egress as proxyd carries it. An Attachment follows the
+// sandbox's compiled policy from policyd (each snapshot replaces the last
+// at once, so rule changes reach running sandboxes without a restart) and
+// watches the sandbox's egress port: every guest connection and DNS query
+// arrives there, named by the port it came in on, never by anything the
+// guest sends. Each connection is decided and carried on a thread of its
+// own; see attachment.cc for the paths (forward, transparent, intercepted).
+#ifndef AIRLOCK_PROXYD_ATTACHMENT_H_
+#define AIRLOCK_PROXYD_ATTACHMENT_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "policyd/rules.h"
+#include "proxyd/decision_log.h"
+#include "proxyd/tls.h"
+#include "proxyd/upstream.h"
+
+namespace airlock::proxyd {
+
+// What every attachment shares: the CA, the upstream TLS context, the
+// resolver, the decision log and where policyd is.
+struct ProxyContext {
+  CertificateAuthority* ca = nullptr;
+  std::shared_ptr<SSL_CTX> upstream_tls;
+  Resolver resolver;
+  DecisionLog* log = nullptr;
+  std::string policyd_socket;
+};
+
+class Attachment {
+ public:
+  Attachment(std::string sandbox, std::string channel_path, ProxyContext* px);
+  ~Attachment();
+  Attachment(const Attachment&) = delete;
+  Attachment& operator=(const Attachment&) = delete;
+
+  // Start begins following the policy and the egress port.
+  void Start();
+  // WaitReady waits until the guest has the CA and its egress is watched.
+  absl::Status WaitReady(std::chrono::seconds timeout);
+
+  const std::string& sandbox() const;
+  const std::string& channel_path() const;
+  uint64_t policy_revision() const;
+  uint64_t open_connections() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+  std::thread policy_thread_, egress_thread_;
+};
+
+}  // namespace airlock::proxyd
+
+#endif  // AIRLOCK_PROXYD_ATTACHMENT_H_

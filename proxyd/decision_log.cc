@@ -1,0 +1,92 @@
+#include "proxyd/decision_log.h"
+
+#include "absl/strings/numbers.h"
+
+namespace airlock::proxyd {
+
+namespace pb = airlock::proxy::v1;
+
+DecisionLog::~DecisionLog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  added_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+absl::Status DecisionLog::Init() {
+  auto rows = db_->Query("SELECT seq, data FROM (SELECT seq, data FROM decisions ORDER BY seq "
+                         "DESC LIMIT ?) ORDER BY seq",
+                         {static_cast<int64_t>(kInMemory)});
+  if (!rows.ok()) return rows.status();
+  for (const auto& row : *rows) {
+    pb::Decision d;
+    uint64_t seq = 0;
+    if (!absl::SimpleAtoi(row[0], &seq) || !d.ParseFromString(row[1])) continue;
+    recent_.emplace_back(seq, std::move(d));
+    seq_ = seq;
+  }
+  writer_ = std::thread([this] { Writer(); });
+  return absl::OkStatus();
+}
+
+void DecisionLog::Record(pb::Decision d) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    recent_.emplace_back(++seq_, d);
+    if (recent_.size() > kInMemory) recent_.pop_front();
+    unwritten_.push_back(std::move(d));
+  }
+  added_.notify_all();
+}
+
+void DecisionLog::Writer() {
+  while (true) {
+    std::vector<pb::Decision> batch;
+    bool stop;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      added_.wait_for(lock, std::chrono::milliseconds(200),
+                      [&] { return stopping_; });
+      batch.swap(unwritten_);
+      stop = stopping_;
+    }
+    if (!batch.empty()) {
+      (void)db_->Exec("BEGIN");
+      for (const auto& d : batch) {
+        (void)db_->Exec("INSERT INTO decisions (sandbox, data) VALUES (?, ?)",
+                        {d.sandbox(), d.SerializeAsString()});
+      }
+      (void)db_->Exec("DELETE FROM decisions WHERE seq <= (SELECT MAX(seq) FROM decisions) - 100000");
+      (void)db_->Exec("COMMIT");
+    }
+    if (stop) return;
+  }
+}
+
+std::vector<pb::Decision> DecisionLog::Since(uint64_t after, const std::string& sandbox,
+                                             std::chrono::milliseconds wait, uint64_t* newest) {
+  std::unique_lock<std::mutex> lock(mu_);
+  added_.wait_for(lock, wait, [&] { return seq_ > after || stopping_; });
+  std::vector<pb::Decision> out;
+  for (const auto& [seq, d] : recent_) {
+    if (seq > after && (sandbox.empty() || d.sandbox() == sandbox)) out.push_back(d);
+  }
+  *newest = seq_;
+  return out;
+}
+
+std::vector<pb::Decision> DecisionLog::Recent(size_t limit, const std::string& sandbox,
+                                              uint64_t* newest) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<pb::Decision> out;
+  for (auto it = recent_.rbegin(); it != recent_.rend() && out.size() < limit; ++it) {
+    if (sandbox.empty() || it->second.sandbox() == sandbox) out.push_back(it->second);
+  }
+  std::reverse(out.begin(), out.end());
+  *newest = seq_;
+  return out;
+}
+
+}  // namespace airlock::proxyd

@@ -1,0 +1,169 @@
+#include "proxyd/stream.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "common/fd_io.h"
+#include "proxyd/http.h"
+
+namespace airlock::proxyd {
+
+Stream::~Stream() {
+  ssl_.reset();
+  if (fd_ >= 0) close(fd_);
+}
+
+ssize_t Stream::Read(char* buf, size_t n) {
+  if (!unread_.empty()) {
+    size_t k = std::min(n, unread_.size());
+    memcpy(buf, unread_.data(), k);
+    unread_.erase(0, k);
+    return static_cast<ssize_t>(k);
+  }
+  if (ssl_ != nullptr) {
+    int r = SSL_read(ssl_.get(), buf, static_cast<int>(std::min<size_t>(n, 1 << 30)));
+    if (r > 0) return r;
+    int err = SSL_get_error(ssl_.get(), r);
+    return err == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+  }
+  while (true) {
+    ssize_t r = read(fd_, buf, n);
+    if (r < 0 && errno == EINTR) continue;
+    return r;
+  }
+}
+
+bool Stream::WriteAll(absl::string_view data) {
+  if (ssl_ == nullptr) return airlock::WriteAll(fd_, data);
+  while (!data.empty()) {
+    int r = SSL_write(ssl_.get(), data.data(), static_cast<int>(std::min<size_t>(data.size(), 1 << 20)));
+    if (r <= 0) return false;
+    data.remove_prefix(r);
+  }
+  return true;
+}
+
+void Stream::ShutdownWrite() {
+  if (write_shut_) return;
+  write_shut_ = true;
+  if (ssl_ != nullptr) SSL_shutdown(ssl_.get());
+  shutdown(fd_, SHUT_WR);
+}
+
+void SetTimeouts(int fd, std::chrono::seconds timeout) {
+  timeval tv{};
+  tv.tv_sec = timeout.count();
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max) {
+  std::string buf;
+  char chunk[16384];
+  while (true) {
+    size_t end = FindHeadEnd(buf);
+    if (end > 0) {
+      stream.unread() = buf.substr(end) + stream.unread();
+      buf.resize(end);
+      return buf;
+    }
+    if (buf.size() > max) {
+      return absl::ResourceExhaustedError("the message head is too long");
+    }
+    ssize_t n = stream.Read(chunk, sizeof(chunk));
+    if (n <= 0) {
+      return absl::UnavailableError(buf.empty() ? "the connection closed"
+                                                : "the connection closed inside a message head");
+    }
+    buf.append(chunk, n);
+  }
+}
+
+std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait) {
+  if (!stream.unread().empty() || stream.tls()) return stream.unread();
+  // MSG_PEEK leaves the bytes in the socket, where a TLS handshake that
+  // follows must find them.
+  auto deadline = std::chrono::steady_clock::now() + wait;
+  std::string got(n, '\0');
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p = {stream.fd(), POLLIN, 0};
+    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    ssize_t r = recv(stream.fd(), got.data(), n, MSG_PEEK | MSG_DONTWAIT);
+    if (r <= 0) return "";
+    if (static_cast<size_t>(r) >= std::min<size_t>(n, 3)) {
+      got.resize(r);
+      return got;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ssize_t r = recv(stream.fd(), got.data(), n, MSG_PEEK | MSG_DONTWAIT);
+  got.resize(r > 0 ? r : 0);
+  return got;
+}
+
+std::pair<uint64_t, uint64_t> Splice(Stream& a, Stream& b) {
+  Stream* side[2] = {&a, &b};
+  bool open[2] = {true, true};  // side i still sends
+  uint64_t moved[2] = {0, 0};
+  char buf[65536];
+  while (open[0] || open[1]) {
+    int ready = -1;
+    for (int i = 0; i < 2; ++i) {
+      if (open[i] && (side[i]->Pending() || !side[i]->unread().empty())) ready = i;
+    }
+    if (ready < 0) {
+      pollfd p[2] = {{a.fd(), static_cast<short>(open[0] ? POLLIN : 0), 0},
+                     {b.fd(), static_cast<short>(open[1] ? POLLIN : 0), 0}};
+      int r = poll(p, 2, 600000);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;  // ten idle minutes
+      for (int i = 0; i < 2 && ready < 0; ++i) {
+        if (open[i] && p[i].revents != 0) ready = i;
+      }
+      if (ready < 0) continue;
+    }
+    Stream* from = side[ready];
+    Stream* to = side[1 - ready];
+    ssize_t n = from->Read(buf, sizeof(buf));
+    if (n <= 0) {
+      open[ready] = false;
+      to->ShutdownWrite();
+      if (n < 0) break;  // a broken side ends both directions
+      continue;
+    }
+    moved[ready] += n;
+    if (!to->WriteAll(absl::string_view(buf, n))) break;
+  }
+  return {moved[0], moved[1]};
+}
+
+bool CopyExactly(Stream& from, Stream& to, uint64_t n) {
+  char buf[65536];
+  while (n > 0) {
+    ssize_t r = from.Read(buf, std::min<uint64_t>(sizeof(buf), n));
+    if (r <= 0) return false;
+    if (!to.WriteAll(absl::string_view(buf, r))) return false;
+    n -= r;
+  }
+  return true;
+}
+
+uint64_t CopyUntilEnd(Stream& from, Stream& to) {
+  char buf[65536];
+  uint64_t total = 0;
+  while (true) {
+    ssize_t r = from.Read(buf, sizeof(buf));
+    if (r <= 0) return total;
+    if (!to.WriteAll(absl::string_view(buf, r))) return total;
+    total += r;
+  }
+}
+
+}  // namespace airlock::proxyd

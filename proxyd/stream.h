@@ -1,0 +1,81 @@
+// A byte stream proxyd reads and writes: a connected socket, with or
+// without TLS on top. Both ends of a carried connection are Streams, so
+// the HTTP code and the splice loop do not care which side is encrypted.
+// Sockets are blocking with receive/send timeouts; a stream that stays
+// silent longer than its timeout ends.
+#ifndef AIRLOCK_PROXYD_STREAM_H_
+#define AIRLOCK_PROXYD_STREAM_H_
+
+#include <openssl/ssl.h>
+
+#include <chrono>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proxyd/tls.h"
+
+namespace airlock::proxyd {
+
+class Stream {
+ public:
+  // Takes ownership of `fd`.
+  explicit Stream(int fd) : fd_(fd) {}
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int fd() const { return fd_; }
+  bool tls() const { return ssl_ != nullptr; }
+  // StartTls makes every later read and write go through `ssl` (already
+  // handshaken on fd()).
+  void StartTls(UniqueSsl ssl) { ssl_ = std::move(ssl); }
+
+  // Read reads what is available, at most `n` bytes: > 0 bytes, 0 at end of
+  // stream, -1 on error or timeout.
+  ssize_t Read(char* buf, size_t n);
+  bool WriteAll(absl::string_view data);
+  // ShutdownWrite sends end of stream (TLS close_notify, then FIN).
+  void ShutdownWrite();
+  // Pending is true when TLS has decrypted bytes buffered (poll cannot see
+  // them).
+  bool Pending() const { return ssl_ != nullptr && SSL_pending(ssl_.get()) > 0; }
+
+  // Buffered bytes read past a message head, served before the socket.
+  std::string& unread() { return unread_; }
+
+ private:
+  int fd_;
+  UniqueSsl ssl_;
+  std::string unread_;
+  bool write_shut_ = false;
+};
+
+// SetTimeouts sets the socket's receive and send timeouts.
+void SetTimeouts(int fd, std::chrono::seconds timeout);
+
+// ReadHead reads until a complete message head ("...\r\n\r\n") and returns
+// it; bytes after it stay in stream.unread(). Errors: the stream ended
+// (UNAVAILABLE) or the head passed `max` bytes (RESOURCE_EXHAUSTED).
+absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max);
+
+// Peek returns up to `n` first bytes of a plain stream without consuming
+// them, waiting at most `wait` for at least 3 (enough to tell TLS, HTTP
+// and the rest apart); what is there when the wait ends (maybe nothing).
+std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait);
+
+// Splice copies both ways until both directions have ended; an end of
+// stream on one side is passed on as ShutdownWrite to the other. Returns
+// the bytes copied a->b and b->a.
+std::pair<uint64_t, uint64_t> Splice(Stream& a, Stream& b);
+
+// CopyExactly copies `n` bytes from `from` to `to`.
+bool CopyExactly(Stream& from, Stream& to, uint64_t n);
+
+// CopyUntilEnd copies from `from` to `to` as bytes arrive, until `from`
+// ends; each read is written at once, so streamed responses are not held.
+uint64_t CopyUntilEnd(Stream& from, Stream& to);
+
+}  // namespace airlock::proxyd
+
+#endif  // AIRLOCK_PROXYD_STREAM_H_

@@ -1,0 +1,80 @@
+// Where proxyd sends a sandbox's allowed connections: name resolution on
+// the host (an operator's static map first, then the host resolver), the
+// address ranges a name must never silently reach, the synthetic addresses
+// the guest's DNS answers carry, and the outbound connect.
+#ifndef AIRLOCK_PROXYD_UPSTREAM_H_
+#define AIRLOCK_PROXYD_UPSTREAM_H_
+
+#include <netinet/in.h>
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace airlock::proxyd {
+
+using Address = std::array<uint8_t, 16>;  // IPv4 mapped into ::ffff:0:0/96
+
+// IsProtected is true for addresses a host name from the host resolver may
+// not lead to unless a rule names the address or its range: loopback,
+// unspecified, RFC 1918 and other private or shared ranges, link-local
+// (169.254.169.254 among them), multicast, reserved, the synthetic range
+// and their IPv6 counterparts. (DNS rebinding cannot turn an allowed name
+// into a path to the host's own services.)
+bool IsProtected(const Address& addr);
+
+std::string AddressText(const Address& addr);
+
+// SyntheticNames gives each name a guest asks DNS for its own address in
+// 198.18.0.0/15 (the benchmarking range, never routed), and maps it back
+// when the guest connects there: the transparent path then knows the name
+// without trusting anything the guest sends. Denied names get an address
+// too, so a denial looks the same (403 or reset) however it was reached.
+class SyntheticNames {
+ public:
+  // AddressFor returns the name's address, assigning the next one.
+  std::array<uint8_t, 4> AddressFor(const std::string& name);
+  // NameOf returns the name behind a synthetic address, or "".
+  std::string NameOf(const Address& addr) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, uint32_t> by_name_;
+  std::vector<std::string> names_;  // index + 1 = host part of the address
+};
+
+// IsSynthetic is true for 198.18.0.0/15.
+bool IsSynthetic(const Address& addr);
+
+struct Resolved {
+  Address address{};
+  // From the operator's static map: trusted as written, even when the
+  // address is protected (that is how a loopback upstream is reached).
+  bool from_static_map = false;
+};
+
+class Resolver {
+ public:
+  // `static_map` is "name=address" entries (the --resolve option).
+  static absl::StatusOr<Resolver> Make(const std::vector<std::string>& static_map);
+
+  // Resolve returns the first address of `host` (an IP literal is itself),
+  // IPv4 first.
+  absl::StatusOr<Resolved> Resolve(const std::string& host) const;
+
+ private:
+  std::map<std::string, Address> static_map_;
+};
+
+// ConnectTo opens a TCP connection; the error says where and why.
+absl::StatusOr<int> ConnectTo(const Address& addr, uint16_t port, std::chrono::seconds timeout);
+
+}  // namespace airlock::proxyd
+
+#endif  // AIRLOCK_PROXYD_UPSTREAM_H_
