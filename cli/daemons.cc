@@ -134,8 +134,13 @@ absl::Status Daemons::Start(bool progress) {
     auto bin = BinaryOf(st.name);
     if (!bin.ok()) return bin.status();
     if (progress) std::cerr << "starting " << st.name << "\n";
-    auto pid = SpawnDetached(
-        {*bin, "--runtime-dir=" + runtime_dir_, "--state-dir=" + state_dir_}, st.log);
+    std::vector<std::string> argv = {*bin, "--runtime-dir=" + runtime_dir_,
+                                     "--state-dir=" + state_dir_};
+    // A daemon's own options (proxyd's --resolve, say) come from
+    // <state-dir>/<name>.conf when there is one.
+    std::string conf = absl::StrCat(state_dir_, "/", st.name, ".conf");
+    if (access(conf.c_str(), R_OK) == 0) argv.push_back("--config=" + conf);
+    auto pid = SpawnDetached(argv, st.log);
     if (!pid.ok()) return pid.status();
     launched.emplace_back(st.name, *pid);
   }

@@ -5,6 +5,7 @@
 // only reads options and wires objects.
 #include <signal.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "common/daemon_runtime.h"
 #include "common/paths.h"
@@ -23,7 +24,11 @@ const std::vector<std::string> kSchema = {
 };
 
 std::vector<std::string> List(const std::string& value) {
-  return absl::StrSplit(value, ',', absl::SkipWhitespace());
+  std::vector<std::string> out;
+  for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    out.emplace_back(absl::StripAsciiWhitespace(item));
+  }
+  return out;
 }
 
 }  // namespace
