@@ -251,21 +251,22 @@ void AddPolicyCommand(CLI::App& app, int* exit_code) {
             {"time", absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone())},
             {"sandbox", dec.sandbox()}, {"host", dec.host()},       {"port", dec.port()},
             {"method", dec.method()},   {"path", dec.path()},       {"verdict", verdict},
-            {"rule_id", dec.rule_id()}, {"rule", dec.rule()},       {"via", via}};
+            {"rule_id", dec.rule_id()}, {"rule", dec.rule()},       {"via", via},
+            {"reason", dec.reason()}};
         std::cout << out.dump() << std::endl;
         continue;
       }
       if (!header) {
-        std::cout << "TIME                     SANDBOX          VERDICT  VIA          "
-                     "DESTINATION / REQUEST  (RULE)\n";
+        std::cout << "TIME                      SANDBOX          VERDICT  VIA          "
+                     "DESTINATION / REQUEST  (WHY)\n";
         header = true;
       }
       std::string dest = dec.port() == 0 ? dec.host() : absl::StrCat(dec.host(), ":", dec.port());
       if (!dec.method().empty()) absl::StrAppend(&dest, " ", dec.method(), " ", dec.path());
       std::cout << absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone()) << "  "
                 << absl::StrFormat("%-16s %-8s %-12s ", dec.sandbox(), verdict, via) << dest
-                << "  (" << dec.rule() << (dec.rule_id().empty() ? "" : ", ") << dec.rule_id()
-                << ")" << std::endl;
+                << "  (" << (dec.reason().empty() ? dec.rule() : dec.reason())
+                << (dec.rule_id().empty() ? "" : ", ") << dec.rule_id() << ")" << std::endl;
     }
     grpc::Status st = reader->Finish();
     if (!st.ok()) Failed(st, exit_code);

@@ -331,8 +331,12 @@ grpc::Status EgressService::Carry(grpc::ServerContext* ctx,
   // proxyd ends its side of the call once both directions are done; a
   // stream broken before that (or a reset) aborts the guest's connection.
   if (reset || !closed_write || ctx->IsCancelled()) {
+    // A reset: SHUT_RD wakes the reader without sending a FIN, and the
+    // close with a zero linger sends the RST.
     linger l = {1, 0};
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    shutdown(fd, SHUT_RD);
+  } else {
     shutdown(fd, SHUT_RDWR);
   }
   reader.join();

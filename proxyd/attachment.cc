@@ -108,6 +108,10 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
 
   bool HandleForward(Stream& client);
   bool HandleTransparent(Stream& client, const Address& addr, uint16_t port);
+  // SpliceAllowed connects an allowed connection and copies both ways;
+  // false (reset) when the upstream cannot be reached.
+  bool SpliceAllowed(Stream& client, const std::string& host, uint16_t port, Verdict* v,
+                     pb::Path via);
   void ServeIntercepted(Stream& client, const std::string& host, uint16_t port, pb::Path via);
   void ServeHttp(Stream& client, const std::string& head, const std::string& conn_host,
                  uint16_t conn_port, pb::Path via);
@@ -309,6 +313,7 @@ void Attachment::State::Record(const std::string& host, uint16_t port, const std
   d.set_rule_id(v.rule_id);
   d.set_rule(v.rule_text.empty() ? "default deny" : v.rule_text);
   d.set_via(via);
+  d.set_reason(v.reason);
   px->log->Record(std::move(d));
 }
 
@@ -468,9 +473,14 @@ bool Attachment::State::HandleForward(Stream& client) {
       ServeIntercepted(client, target->host, target->port, pb::FORWARD);
       return true;
     }
-    auto inner = ReadHead(client, kMaxHead);
-    if (inner.ok()) ServeHttp(client, *inner, target->host, target->port, pb::FORWARD);
-    return true;
+    if (LooksLikeHttp(first)) {
+      auto inner = ReadHead(client, kMaxHead);
+      if (inner.ok()) ServeHttp(client, *inner, target->host, target->port, pb::FORWARD);
+      return true;
+    }
+    if (v.allow) return SpliceAllowed(client, target->host, target->port, &v, pb::FORWARD);
+    Record(target->host, target->port, "", "", v, pb::FORWARD);
+    return false;
   }
   auto fd = Connect(target->host, target->port, &v);
   Record(target->host, target->port, "", "", v, pb::FORWARD);
@@ -499,13 +509,7 @@ bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, u
       v.allow = false;
       v.reason = "a synthetic DNS address this proxy did not hand out";
     } else {
-      auto fd = Connect(shown, port, &v);
-      Record(shown, port, "", "", v, pb::TRANSPARENT);
-      if (!fd.ok()) return false;
-      Stream upstream(*fd);
-      SetTimeouts(*fd, kIdleTimeout);
-      Splice(client, upstream);
-      return true;
+      return SpliceAllowed(client, shown, port, &v, pb::TRANSPARENT);
     }
   }
   // Denied, or HTTP rules apply: an HTTP or TLS client gets its request
@@ -520,9 +524,22 @@ bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, u
     if (head.ok()) ServeHttp(client, *head, shown, port, pb::TRANSPARENT);
     return true;
   }
-  v.allow = false;
+  // Not HTTP: allowed only when the host is granted outright (its HTTP
+  // rules do not concern this traffic); else reset.
+  if (v.allow) return SpliceAllowed(client, shown, port, &v, pb::TRANSPARENT);
   Record(shown, port, "", "", v, pb::TRANSPARENT);
   return false;
+}
+
+bool Attachment::State::SpliceAllowed(Stream& client, const std::string& host, uint16_t port,
+                                      Verdict* v, pb::Path via) {
+  auto fd = Connect(host, port, v);
+  Record(host, port, "", "", *v, via);
+  if (!fd.ok()) return false;
+  Stream upstream(*fd);
+  SetTimeouts(*fd, kIdleTimeout);
+  Splice(client, upstream);
+  return true;
 }
 
 void Attachment::State::ServeIntercepted(Stream& client, const std::string& host, uint16_t port,

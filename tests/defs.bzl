@@ -8,20 +8,21 @@ DAEMONS = [
     "//vmmd",
 ]
 
-def airlock_integration_test(name, vm = False, deps = [], **kwargs):
+def airlock_integration_test(name, vm = False, deps = [], data = [], **kwargs):
     """A test in tests/ that starts the real binaries.
 
     Args:
       name: test name; the source is <name>.cc.
       vm: boots real QEMU guests (needs the images, both cores: exclusive).
       deps: extra deps beside the harness and gtest.
+      data: extra runfiles (fixtures).
       **kwargs: passed to cc_test.
     """
     native.cc_test(
         name = name,
         size = "enormous" if vm else "medium",
         srcs = [name + ".cc"],
-        data = DAEMONS + ["//cli:airlock"],
+        data = DAEMONS + ["//cli:airlock"] + data,
         tags = ["no-sandbox"] + (["exclusive"] if vm else []),
         deps = deps + [
             "//common:fd_io",

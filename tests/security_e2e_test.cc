@@ -1,7 +1,9 @@
 // The escape suite: from inside a real guest, try to reach what a sandbox
-// must not reach, and expect each attempt to fail the expected way. Today
-// the guest has no network interface at all (egress through proxyd is not
-// built), so every network attempt must fail at the guest's own stack.
+// must not reach, and expect each attempt to fail the expected way. The
+// guest has no network device: TCP is redirected to the agent and decided
+// by proxyd (403 for HTTP and TLS, a reset for anything else), UDP and
+// IPv6 are refused in the guest, and protected addresses stay closed even
+// when every host is allowed.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -89,9 +91,10 @@ TEST_F(SecurityE2ETest, NetworkEscapesFail) {
   ASSERT_EQ(Airlock({"create", "--name", "esc", "-m", "1g", "shell"}).exit_code, 0);
   std::string port = std::to_string(host_service.port());
 
-  // The guest has only a loopback interface: no route anywhere.
-  auto links = Guest("ls /sys/class/net");
-  EXPECT_EQ(links.out, "lo\n") << "a sandbox must have no network interface";
+  // No NIC: loopback and the dummy interface that holds the default route
+  // into the egress redirect; neither is a device.
+  auto links = Guest("ls /sys/class/net; ls -d /sys/class/net/*/device 2>/dev/null | wc -l");
+  EXPECT_EQ(links.out, "egress0\nlo\n0\n") << "a sandbox must have no network device";
 
   struct Attempt {
     std::string what;
@@ -100,22 +103,38 @@ TEST_F(SecurityE2ETest, NetworkEscapesFail) {
   } attempts[] = {
       {"host loopback service via the guest's 127.0.0.1",
        "exec 3<>/dev/tcp/127.0.0.1/" + port, "Connection refused"},
-      {"host via the slirp gateway address", "exec 3<>/dev/tcp/10.0.2.2/" + port,
-       "Network is unreachable"},
-      {"cloud metadata address", "exec 3<>/dev/tcp/169.254.169.254/80", "Network is unreachable"},
-      {"a private range", "exec 3<>/dev/tcp/192.168.1.1/22", "Network is unreachable"},
-      {"an outside host by IP", "exec 3<>/dev/tcp/1.1.1.1/443", "Network is unreachable"},
-      {"UDP out (DNS)", "exec 3<>/dev/udp/8.8.8.8/53 && echo x >&3", "Network is unreachable"},
-      {"a name (no resolver answers)", "getent hosts example.com || echo no-answer", "no-answer"},
+      {"host via the slirp gateway address",
+       "exec 3<>/dev/tcp/10.0.2.2/" + port + " && printf 'hello\\n' >&3 && cat <&3",
+       "Connection reset by peer"},
+      {"cloud metadata address over HTTP",
+       "curl -sS -m 20 --noproxy '*' http://169.254.169.254/latest/meta-data/",
+       "blocked 169.254.169.254:80"},
+      {"a private range, raw TCP",
+       "exec 3<>/dev/tcp/192.168.1.1/22 && printf 'SSH-2.0-x\\r\\n' >&3 && cat <&3",
+       "Connection reset by peer"},
+      {"an outside host by IP over HTTPS", "curl -sS -m 20 --noproxy '*' https://1.1.1.1/",
+       "blocked 1.1.1.1:443"},
+      {"UDP out (DNS)", "exec 3<>/dev/udp/8.8.8.8/53 && echo x >&3", "Operation not permitted"},
+      {"IPv6 out", "exec 3<>/dev/tcp/2606:4700::1111/443", "Network is unreachable"},
   };
   for (const auto& a : attempts) {
     auto r = Guest(a.script);
     EXPECT_NE((r.out + r.err).find(a.expect), std::string::npos)
         << a.what << ": " << r.out << r.err;
   }
-  auto ping = Guest("ping -c1 -W1 1.1.1.1 2>&1 || true");
-  EXPECT_EQ(ping.out.find("1 received"), std::string::npos) << ping.out;
+  // Even with every host allowed, protected addresses stay closed: the
+  // metadata address, private ranges, and the host's loopback by name.
+  ASSERT_EQ(Airlock({"policy", "init", "allow-all"}).exit_code, 0);
+  auto meta = Guest("curl -sS -m 20 --noproxy '*' http://169.254.169.254/latest/meta-data/");
+  EXPECT_NE(meta.out.find("protected address"), std::string::npos) << meta.out << meta.err;
+  auto lo = Guest("curl -sS -m 20 -x http://127.0.0.1:3128 --noproxy '' http://localhost:" + port +
+                  "/");
+  EXPECT_NE(lo.out.find("protected address"), std::string::npos) << lo.out << lo.err;
   EXPECT_EQ(host_service.accepted(), 0) << "a host loopback service was reached from the guest";
+  // A guest root that flushes the ruleset only loses its own egress.
+  auto flushed = Guest("ip link del egress0 2>/dev/null; exec 3<>/dev/tcp/1.1.1.1/443");
+  EXPECT_NE(flushed.exit_code, 0);
+  ASSERT_EQ(Airlock({"policy", "init", "balanced"}).exit_code, 0);
 }
 
 TEST_F(SecurityE2ETest, GuestCannotReachAnotherSandbox) {
