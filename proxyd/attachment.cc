@@ -509,7 +509,16 @@ bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, u
       v.allow = false;
       v.reason = "a synthetic DNS address this proxy did not hand out";
     } else {
-      return SpliceAllowed(client, shown, port, &v, pb::TRANSPARENT);
+      auto fd = Connect(shown, port, &v);
+      if (fd.ok() || v.allow) {
+        Record(shown, port, "", "", v, pb::TRANSPARENT);
+        if (!fd.ok()) return false;
+        Stream upstream(*fd);
+        SetTimeouts(*fd, kIdleTimeout);
+        Splice(client, upstream);
+        return true;
+      }
+      // A protected address the rules do not name: refused like any deny.
     }
   }
   // Denied, or HTTP rules apply: an HTTP or TLS client gets its request
