@@ -311,9 +311,13 @@ grpc::Status EgressService::Carry(grpc::ServerContext* ctx,
       if (!stream->Write(out)) return;
     }
   });
-  bool reset = !first.data().empty() ? !WriteAll(fd, first.data()) : false;
-  EgressData in;
+  bool reset = first.reset() || (!first.data().empty() && !WriteAll(fd, first.data()));
   bool closed_write = false;
+  if (!reset && first.eof()) {
+    shutdown(fd, SHUT_WR);
+    closed_write = true;
+  }
+  EgressData in;
   while (!reset && stream->Read(&in)) {
     if (in.reset()) {
       reset = true;

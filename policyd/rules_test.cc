@@ -168,5 +168,35 @@ TEST(DecideTest, SandboxScope) {
   EXPECT_EQ(rs.Decide(ads).action, kD);
 }
 
+TEST(DecideTest, InspectWhenHttpRulesApplyToAHost) {
+  // Allowed outright but with an HTTP-level deny: inspect, allow the rest.
+  RuleSet both({R(kA, "api.github.com"), R(kD, "api.github.com", "DELETE")});
+  Decision d = both.Decide(Host("api.github.com"));
+  EXPECT_EQ(d.action, kA);
+  EXPECT_TRUE(d.inspect);
+  // Granted only for HTTP: refused as raw traffic, but inspectable.
+  RuleSet http_only({R(kA, "api.github.com", "GET")});
+  d = http_only.Decide(Host("api.github.com"));
+  EXPECT_EQ(d.action, kD);
+  EXPECT_TRUE(d.inspect);
+  // No HTTP rule for the host: nothing to inspect.
+  RuleSet plain({R(kA, "api.github.com"), R(kD, "other.com", "DELETE")});
+  EXPECT_FALSE(plain.Decide(Host("api.github.com")).inspect);
+  // A host-wide deny wins outright: no inspection can allow anything.
+  RuleSet denied({R(kA, "api.github.com", "GET"), R(kD, "api.github.com")});
+  d = denied.Decide(Host("api.github.com"));
+  EXPECT_EQ(d.action, kD);
+  EXPECT_FALSE(d.inspect);
+  // An HTTP request is decided for itself; inspect is only for connections.
+  EXPECT_FALSE(http_only.Decide(Http("api.github.com", "GET", "/")).inspect);
+}
+
+TEST(DecideTest, PortZeroMeansAnyPort) {
+  // A DNS question has no port yet: a rule on any port of the host counts.
+  RuleSet rs({R(kA, "db.example.com:5432")});
+  EXPECT_EQ(rs.Decide(Host("db.example.com", 0)).action, kA);
+  EXPECT_EQ(rs.Decide(Host("db.example.com", 443)).action, kD);
+}
+
 }  // namespace
 }  // namespace airlock::policyd

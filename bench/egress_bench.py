@@ -1,0 +1,554 @@
+#!/usr/bin/env python3
+"""Egress benchmarks: prints figures, asserts nothing.
+
+Three ways to the same loopback upstream (tests/fixtures/upstream.py), side
+by side: direct, through proxyd, and through squid (squid-openssl, an
+instance of its own with a generated config; the column is skipped when
+squid cannot start).
+
+  1 plain HTTP   GET of a small body, --concurrency clients for --duration
+                 seconds, a new connection per request (proxyd serves one
+                 request per connection): requests/s, latency p50/p99 and
+                 what the proxy adds to them.
+  2 HTTPS        the same through TLS interception: proxyd (a --method GET
+                 --path /** rule on the host) and squid ssl-bump; the client
+                 trusts the proxy's CA. Direct is plain TLS to the upstream.
+  3 tunnel       a download of --mib MiB over TLS through a CONNECT tunnel
+                 (proxyd: the host allowed outright; squid: a port without
+                 bump) against direct: MiB/s, median of --repeat.
+
+proxyd is driven through bench/egress_harness, the guest agent's real egress
+endpoint run on the host and attached to proxyd as a sandbox: the figures
+include proxyd and the egress protocol but not the VM's virtio-serial
+transport. The load generator is Python (threads, raw sockets, ssl), so its
+own overhead is in all three columns alike; so is the upstream's (Python).
+
+Runs its own daemons with their own runtime and state dirs, so it never
+touches your sandboxes or a system squid.
+usage: bench/egress_bench.py [--concurrency N] [--duration S] [--mib N]
+                             [--repeat N] [--airlock PATH] [--harness PATH]
+                             [--squid PATH] [--keep]
+"""
+import argparse
+import os
+import shutil
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--concurrency", type=int, default=8)
+ap.add_argument("--duration", type=float, default=5.0)
+ap.add_argument("--mib", type=int, default=256)
+ap.add_argument("--repeat", type=int, default=3)
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.normpath(os.path.join(here, ".."))
+default_cli = os.path.join(root, "bazel-bin", "cli", "airlock")
+ap.add_argument("--airlock", default=default_cli if os.path.exists(default_cli) else "airlock")
+ap.add_argument("--harness", default=os.path.join(root, "bazel-bin", "bench", "egress_harness"))
+ap.add_argument("--squid", default="/usr/sbin/squid")
+ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs) at the end")
+args = ap.parse_args()
+
+HOST = "api.example.test"
+UPSTREAM = os.path.join(root, "tests", "fixtures", "upstream.py")
+CERTGEN = "/usr/lib/squid/security_file_certgen"
+TIMEOUT = 30
+
+# A short dir: Unix socket paths must stay under 108 bytes.
+tmp = tempfile.mkdtemp(prefix="airlock-eb-", dir="/tmp")
+run_dir, state_dir = tmp + "/run", tmp + "/state"
+env = dict(os.environ, AIRLOCK_RUNTIME_DIR=run_dir, AIRLOCK_STATE_DIR=state_dir)
+children = []  # (name, Popen) started here, stopped in the finally
+
+
+def airlock(*a):
+    r = subprocess.run([args.airlock, *a], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"airlock {' '.join(a)} failed ({r.returncode}): {r.stderr}")
+    return r.stdout
+
+
+def sh(script, cwd):
+    r = subprocess.run(["sh", "-c", "set -e; " + script], cwd=cwd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"failed: {script}\n{r.stderr}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def start_upstream(name, tls):
+    ready = f"{tmp}/{name}.port"
+    argv = [sys.executable, UPSTREAM, "--port", "0", "--ready", ready]
+    if tls:
+        argv += ["--tls", f"{tmp}/up.pem", f"{tmp}/up.key"]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/{name}.log", "w"))
+    children.append((name, p))
+    for _ in range(100):
+        try:
+            port = int(open(ready).read() or 0)
+            if port:
+                return port
+        except (FileNotFoundError, ValueError):
+            pass
+        time.sleep(0.1)
+    sys.exit(f"upstream {name} did not start: {open(f'{tmp}/{name}.log').read()}")
+
+
+def cpu_seconds(pids):
+    """utime + stime of live processes, in seconds (None when unknown)."""
+    total = 0
+    for pid in pids:
+        try:
+            f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        total += int(f[11]) + int(f[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------- the client
+
+def read_head(sock, buf=b""):
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"connection closed before a response head ({len(buf)} bytes)")
+        buf += chunk
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return status, headers, rest
+
+
+def exchange(sock, path, host_header, target=None, sink=None):
+    """Sends one GET and reads the whole response; returns (status, body
+    bytes, first bytes of the body). Reads a large body into `sink`."""
+    req = (f"GET {target or path} HTTP/1.1\r\nHost: {host_header}\r\n"
+           f"User-Agent: egress-bench\r\nAccept: */*\r\nConnection: close\r\n\r\n").encode()
+    sock.sendall(req)
+    status, headers, rest = read_head(sock)
+    want = int(headers.get("content-length", "-1"))
+    got, first = len(rest), rest[:200]
+    view = memoryview(sink) if sink is not None else None
+    while want < 0 or got < want:
+        if view is not None:
+            n = sock.recv_into(view)
+        else:
+            chunk = sock.recv(65536)
+            n = len(chunk)
+            if len(first) < 200:
+                first += chunk[:200]
+        if n == 0:
+            if want < 0:
+                break
+            raise ConnectionError(f"body cut short at {got} of {want} bytes")
+        got += n
+    return status, got, first
+
+
+def connect_tunnel(proxy_port, port):
+    s = socket.create_connection(("127.0.0.1", proxy_port), timeout=TIMEOUT)
+    try:
+        s.sendall(f"CONNECT {HOST}:{port} HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
+        status, _, rest = read_head(s)
+        if status != 200 or rest:
+            raise ConnectionError(f"CONNECT answered {status}")
+        return s
+    except BaseException:
+        s.close()
+        raise
+
+
+class Way:
+    """One column: how a client reaches the upstream at `port`."""
+
+    def __init__(self, name, proxy_port=None, cafile=None):
+        self.name, self.proxy_port = name, proxy_port
+        self.ctx = None
+        if cafile:
+            self.ctx = ssl.create_default_context(cafile=cafile)
+
+    def open(self, port, tls):
+        if self.proxy_port is None:
+            s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        elif tls:
+            s = connect_tunnel(self.proxy_port, port)
+        else:
+            s = socket.create_connection(("127.0.0.1", self.proxy_port), timeout=TIMEOUT)
+        if tls:
+            try:
+                s = self.ctx.wrap_socket(s, server_hostname=HOST)
+            except BaseException:
+                s.close()
+                raise
+        return s
+
+    def get(self, port, tls, path, sink=None):
+        s = self.open(port, tls)
+        try:
+            target = None
+            if not tls and self.proxy_port is not None:
+                target = f"http://{HOST}:{port}{path}"  # absolute form to a forward proxy
+            return exchange(s, path, f"{HOST}:{port}", target, sink)
+        finally:
+            s.close()
+
+
+def check(way, port, tls):
+    """A few sequential requests that must succeed before the timed run."""
+    for _ in range(5):
+        status, _, first = way.get(port, tls, "/small")
+        if status != 200 or b"upstream saw GET /small" not in first:
+            raise RuntimeError(f"status {status}: {first[:160]!r}")
+
+
+def load(way, port, tls, concurrency, duration):
+    lat, errors = [], []
+    lock = threading.Lock()
+    start = time.perf_counter()
+    deadline = start + duration
+    ends = []
+
+    def worker():
+        mine, errs = [], []
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= deadline:
+                break
+            try:
+                status, _, first = way.get(port, tls, "/small")
+                if status != 200:
+                    raise RuntimeError(f"status {status}: {first[:120]!r}")
+                mine.append(time.perf_counter() - t0)
+            except Exception as e:  # counted, and the first few are shown
+                errs.append(f"{type(e).__name__}: {e}")
+        with lock:
+            lat.extend(mine)
+            errors.extend(errs)
+            ends.append(time.perf_counter())
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = max(ends) - start
+    return {"rps": len(lat) / elapsed, "n": len(lat), "errors": errors,
+            "p50": pct(lat, 50), "p99": pct(lat, 99)}
+
+
+def download(way, port, mib, repeat):
+    sink = bytearray(1 << 20)
+    rates = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        status, got, _ = way.get(port, True, f"/bytes/{mib << 20}", sink)
+        dt = time.perf_counter() - t0
+        if status != 200 or got != mib << 20:
+            raise RuntimeError(f"status {status}, {got} bytes")
+        rates.append(mib / dt)
+    return statistics.median(rates), rates
+
+
+def pct(values, p):
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+# ---------------------------------------------------------------- the output
+
+def fmt(v, spec):
+    if v is None or v != v:
+        return "-"
+    return format(v, spec)
+
+
+def ratio(a, b):
+    if a is None or b is None or a != a or b != b or b == 0:
+        return None
+    return a / b
+
+
+def table(rows, cols):
+    head = f"  {'':24}" + "".join(f"{c:>12}" for c in cols)
+    print(head)
+    for label, values, spec in rows:
+        print(f"  {label:24}" + "".join(f"{fmt(v, spec):>12}" for v in values))
+
+
+def report_rps(title, res, cpu):
+    """res: column -> load() result or an error string; cpu: column -> CPU s."""
+    cols = ["direct", "proxyd", "squid"]
+    print(title)
+    for c in cols:
+        if isinstance(res.get(c), str):
+            print(f"  {c}: not measured: {res[c]}")
+    r = {c: res[c] for c in cols if isinstance(res.get(c), dict)}
+    get = lambda c, k: r[c][k] if c in r else None
+    ms = lambda c, k: get(c, k) * 1000 if c in r else None
+    added = lambda c, k: ms(c, k) - ms("direct", k) if c in r and "direct" in r else None
+    per_req = lambda c: (cpu[c] / r[c]["n"] * 1000
+                         if c in r and cpu.get(c) is not None and r[c]["n"] else None)
+    rows = [
+        ("requests/s", [get(c, "rps") for c in cols]
+         + [ratio(get("proxyd", "rps"), get("direct", "rps")),
+            ratio(get("proxyd", "rps"), get("squid", "rps"))], ".1f"),
+        ("latency p50 (ms)", [ms(c, "p50") for c in cols]
+         + [ratio(ms("proxyd", "p50"), ms("direct", "p50")),
+            ratio(ms("proxyd", "p50"), ms("squid", "p50"))], ".2f"),
+        ("latency p99 (ms)", [ms(c, "p99") for c in cols]
+         + [ratio(ms("proxyd", "p99"), ms("direct", "p99")),
+            ratio(ms("proxyd", "p99"), ms("squid", "p99"))], ".2f"),
+        ("added p50 vs direct (ms)", [None] + [added(c, "p50") for c in cols[1:]], ".2f"),
+        ("added p99 vs direct (ms)", [None] + [added(c, "p99") for c in cols[1:]], ".2f"),
+        ("proxy CPU per request(ms)", [None] + [per_req(c) for c in cols[1:]], ".3f"),
+        ("requests", [get(c, "n") for c in cols], "d"),
+        ("errors", [len(r[c]["errors"]) if c in r else None for c in cols], "d"),
+    ]
+    table(rows, cols + ["proxyd/direct", "proxyd/squid"])
+    for c in cols:
+        if c in r and r[c]["errors"]:
+            print(f"  {c} errors, first: {r[c]['errors'][0]}")
+
+
+# ---------------------------------------------------------------- squid
+
+def start_squid(test_ca):
+    """Starts squid in tmp/squid; returns (Popen, bump port, plain port) or
+    raises with the reason."""
+    if not os.path.exists(args.squid) or not os.path.exists(CERTGEN):
+        raise RuntimeError(f"{args.squid} or {CERTGEN} missing (apt-get install squid-openssl)")
+    d = tmp + "/squid"
+    os.makedirs(d)
+    # Squid drops root for the 'proxy' user: it must reach its own files.
+    os.chmod(tmp, 0o711)
+    shutil.copy(test_ca, d + "/testca.pem")
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 "
+       "-subj '/CN=egress bench squid CA' 2>/dev/null; cat ca.crt ca.key > ca.pem", d)
+    sh(f"{CERTGEN} -c -s {d}/ssl_db -M 4MB >/dev/null", d)
+    with open(d + "/hosts", "w") as f:
+        f.write(f"127.0.0.1 {HOST}\n")
+    bump, plain = free_port(), free_port()
+    conf = f"""# generated by bench/egress_bench.py
+http_port 127.0.0.1:{bump} ssl-bump generate-host-certificates=on dynamic_cert_mem_cache_size=4MB tls-cert={d}/ca.pem
+http_port 127.0.0.1:{plain}
+sslcrtd_program {CERTGEN} -s {d}/ssl_db -M 4MB
+ssl_bump bump all
+tls_outgoing_options cafile={d}/testca.pem
+http_access allow all
+cache deny all
+access_log none
+cache_log {d}/cache.log
+pid_filename {d}/squid.pid
+coredump_dir {d}
+netdb_filename none
+hosts_file {d}/hosts
+pinger_enable off
+icp_port 0
+htcp_port 0
+shutdown_lifetime 0 seconds
+visible_hostname egress-bench
+cache_effective_user proxy
+# Like proxyd: no upstream connection is reused between requests.
+server_persistent_connections off
+max_filedescriptors 4096
+"""
+    with open(d + "/squid.conf", "w") as f:
+        f.write(conf)
+    subprocess.run(["chown", "-R", "proxy:proxy", d], check=True)
+    p = subprocess.Popen([args.squid, "-N", "-f", d + "/squid.conf"], stdout=open(d + "/out.log", "w"),
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    children.append(("squid", p))
+    if not (wait_port(bump, p, 30) and wait_port(plain, p, 30)):
+        why = ""
+        for name in ("out.log", "cache.log"):
+            try:
+                why += open(f"{d}/{name}").read()[-1500:]
+            except OSError:
+                pass
+        raise RuntimeError(f"squid did not start (exit {p.poll()}):\n{why}")
+    return p, bump, plain
+
+
+# ---------------------------------------------------------------- main
+
+squid_proc = None
+try:
+    # A test CA and an upstream certificate for HOST.
+    sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key "
+       "-out ca.pem -days 2 -subj '/CN=egress bench test CA' 2>/dev/null; "
+       "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout up.key -out up.csr "
+       f"-subj '/CN={HOST}' 2>/dev/null; printf 'subjectAltName=DNS:{HOST}\\n' > ext; "
+       "openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out up.pem -days 2 "
+       "-extfile ext 2>/dev/null", tmp)
+    http_port = start_upstream("http", False)
+    bump_up = start_upstream("https-intercept", True)   # proxyd intercepts this port
+    tunnel_up = start_upstream("https-tunnel", True)    # and tunnels this one
+
+    os.makedirs(state_dir, mode=0o700)
+    with open(state_dir + "/proxyd.conf", "w") as f:
+        f.write(f"resolve = {HOST}=127.0.0.1\nupstream-ca = {tmp}/ca.pem\n")
+    airlock("daemon", "start")
+    airlock("policy", "init", "deny-all")
+    airlock("policy", "allow", "network", f"{HOST}:{http_port}", "--sandbox", "bench")
+    airlock("policy", "allow", "network", f"{HOST}:{bump_up}", "--method", "GET", "--path", "/**",
+            "--sandbox", "bench")
+    airlock("policy", "allow", "network", f"{HOST}:{tunnel_up}", "--sandbox", "bench")
+
+    os.makedirs(tmp + "/groot")
+    harness = subprocess.Popen([args.harness, "--proxyd-socket", run_dir + "/proxyd.sock",
+                                "--socket", tmp + "/egress.sock", "--sandbox", "bench",
+                                "--root", tmp + "/groot"],
+                               stdout=subprocess.PIPE, stderr=open(tmp + "/harness.log", "w"),
+                               text=True)
+    children.append(("egress_harness", harness))
+    line = harness.stdout.readline()  # proxyd attaches within its own timeout
+    if not line.startswith("forward_port="):
+        sys.exit(f"egress_harness did not attach: {line!r} {open(tmp + '/harness.log').read()}")
+    forward_port = int(line.split("=", 1)[1])
+    proxyd_pid = int(open(run_dir + "/proxyd.pid").read().strip())
+    proxyd_ca = state_dir + "/ca/ca.crt"
+    for _ in range(50):  # the CA is written when proxyd starts
+        if os.path.exists(proxyd_ca):
+            break
+        time.sleep(0.1)
+
+    try:
+        squid_proc, squid_bump, squid_plain = start_squid(tmp + "/ca.pem")
+        squid_error = None
+    except Exception as e:
+        squid_error = str(e)
+        print(f"squid: {squid_error}\n(continuing without the squid column)\n")
+
+    C, D = args.concurrency, args.duration
+    print(f"egress benchmark: {os.cpu_count()} host CPUs, loopback upstream "
+          f"(tests/fixtures/upstream.py), concurrency {C}, {D:g} s per column")
+    print("proxyd column: client -> egress_harness (the guest agent's egress endpoint, on the "
+          "host) -> proxyd -> upstream;\n  no VM and no virtio-serial transport in the way")
+    if squid_proc:
+        ver = subprocess.run([args.squid, "-v"], capture_output=True, text=True).stdout.split("\n")[0]
+        print(f"squid column: {ver}, ssl-bump (client-first) for HTTPS, a plain port for "
+              "CONNECT, no cache,\n  no upstream connection reuse (like proxyd)")
+    print("Python's own client (and upstream) overhead is in all three columns alike.")
+    print("proxy CPU per request: proxyd + egress_harness for proxyd, the squid process for squid")
+    print()
+
+    def measure_rps(title, port, tls, ways):
+        res, cpu = {}, {}
+        for col, way, pids in ways:
+            if way is None:
+                res[col] = squid_error or "unavailable"
+                continue
+            try:
+                check(way, port, tls)
+            except Exception as e:
+                res[col] = f"check request failed: {type(e).__name__}: {e}"
+                continue
+            c0 = cpu_seconds(pids) if pids else None
+            res[col] = load(way, port, tls, C, D)
+            c1 = cpu_seconds(pids) if pids else None
+            cpu[col] = c1 - c0 if c0 is not None and c1 is not None else None
+        report_rps(title, res, cpu)
+        print()
+
+    proxyd_pids = [proxyd_pid, harness.pid]
+    squid_pids = [squid_proc.pid] if squid_proc else []
+
+    measure_rps(f"1. plain HTTP GET (small body), a new connection per request", http_port, False, [
+        ("direct", Way("direct"), None),
+        ("proxyd", Way("proxyd", forward_port), proxyd_pids),
+        ("squid", Way("squid", squid_plain) if squid_proc else None, squid_pids),
+    ])
+    measure_rps("2. HTTPS GET with interception (direct: TLS to the upstream), a new connection "
+                "per request", bump_up, True, [
+        ("direct", Way("direct", None, tmp + "/ca.pem"), None),
+        ("proxyd", Way("proxyd", forward_port, proxyd_ca), proxyd_pids),
+        ("squid", Way("squid", squid_bump, tmp + "/squid/ca.crt") if squid_proc else None,
+         squid_pids),
+    ])
+
+    print(f"3. CONNECT tunnel: TLS download of {args.mib} MiB (median of {args.repeat})")
+    rates, details = {}, {}
+    for col, way in (("direct", Way("direct", None, tmp + "/ca.pem")),
+                     ("proxyd", Way("proxyd", forward_port, tmp + "/ca.pem")),
+                     ("squid", Way("squid", squid_plain, tmp + "/ca.pem") if squid_proc else None)):
+        if way is None:
+            print(f"  {col}: not measured: {squid_error}")
+            continue
+        try:
+            rates[col], details[col] = download(way, tunnel_up, args.mib, args.repeat)
+        except Exception as e:
+            print(f"  {col}: failed: {type(e).__name__}: {e}")
+    cols = ["direct", "proxyd", "squid"]
+    table([("MiB/s", [rates.get(c) for c in cols]
+            + [ratio(rates.get("proxyd"), rates.get("direct")),
+               ratio(rates.get("proxyd"), rates.get("squid"))], ".1f")],
+          cols + ["proxyd/direct", "proxyd/squid"])
+    for c in cols:
+        if c in details:
+            print(f"  {c} runs: " + ", ".join(f"{x:.1f}" for x in details[c]) + " MiB/s")
+
+    # What proxyd said while under load.
+    try:
+        log = open(state_dir + "/logs/proxyd.log", errors="replace").read().splitlines()
+        noisy = [l for l in log if any(w in l.lower() for w in ("error", "warn"))]
+        print(f"\nproxyd log: {len(log)} lines, {len(noisy)} warning/error lines"
+              + (f"; last: {noisy[-1][:300]}" if noisy else ""))
+    except OSError:
+        pass
+finally:
+    if squid_proc is not None:
+        if squid_proc.poll() is None:
+            squid_proc.terminate()
+            try:
+                squid_proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(squid_proc.pid, signal.SIGKILL)  # its own group: squid and its helpers
+        except ProcessLookupError:
+            pass
+    for name, p in reversed(children):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    subprocess.run([args.airlock, "daemon", "stop"], env=env, capture_output=True)
+    if args.keep:
+        print(f"kept {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)

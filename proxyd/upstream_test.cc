@@ -1,0 +1,89 @@
+#include "proxyd/upstream.h"
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gtest/gtest.h"
+#include "policyd/rules.h"
+
+namespace airlock::proxyd {
+namespace {
+
+Address A(const std::string& text) {
+  Address a{};
+  EXPECT_TRUE(airlock::policyd::ParseAddress(text, &a)) << text;
+  return a;
+}
+
+TEST(IsProtectedTest, PrivateLoopbackLinkLocalAndFriends) {
+  for (const char* p : {"127.0.0.1", "127.255.0.9", "10.1.2.3", "172.16.0.1", "172.31.255.255",
+                        "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1",
+                        "255.255.255.255", "198.18.0.5", "::1", "::", "fe80::1", "fd00::1",
+                        "ff02::1", "64:ff9b::7f00:1", "2002:7f00:1::"}) {
+    EXPECT_TRUE(IsProtected(A(p))) << p;
+  }
+  for (const char* p : {"1.1.1.1", "8.8.8.8", "172.32.0.1", "192.169.0.1", "140.82.112.3",
+                        "2606:4700::1111"}) {
+    EXPECT_FALSE(IsProtected(A(p))) << p;
+  }
+}
+
+TEST(SyntheticNamesTest, StableAddressesThatMapBack) {
+  SyntheticNames names;
+  auto a = names.AddressFor("api.github.com");
+  auto b = names.AddressFor("pypi.org");
+  EXPECT_EQ(a, names.AddressFor("api.github.com"));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a[0], 198);
+  EXPECT_EQ(a[1] & 0xfe, 18);
+  char text[16];
+  snprintf(text, sizeof(text), "%d.%d.%d.%d", b[0], b[1], b[2], b[3]);
+  EXPECT_EQ(names.NameOf(A(text)), "pypi.org");
+  EXPECT_TRUE(IsSynthetic(A(text)));
+  // An address it never handed out, and one outside the range.
+  EXPECT_EQ(names.NameOf(A("198.19.200.1")), "");
+  EXPECT_EQ(names.NameOf(A("1.1.1.1")), "");
+}
+
+TEST(ResolverTest, StaticMapIsTrustedAndCheckedForSyntax) {
+  auto r = Resolver::Make({"api.example.test=127.0.0.1", "V6.Example.test=::1"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto api = r->Resolve("api.example.test");
+  ASSERT_TRUE(api.ok());
+  EXPECT_TRUE(api->from_static_map);
+  EXPECT_EQ(AddressText(api->address), "127.0.0.1");
+  EXPECT_EQ(AddressText(r->Resolve("v6.example.test")->address), "::1");
+  auto literal = r->Resolve("10.0.0.1");
+  ASSERT_TRUE(literal.ok());
+  EXPECT_FALSE(literal->from_static_map);
+  for (const char* bad : {"api.example.test", "=1.2.3.4", "x=not-an-ip"}) {
+    auto m = Resolver::Make({bad});
+    EXPECT_FALSE(m.ok()) << bad;
+    EXPECT_NE(m.status().message().find("NAME=ADDRESS"), std::string::npos);
+  }
+  EXPECT_FALSE(r->Resolve("no-such-name.invalid").ok());
+}
+
+TEST(ConnectToTest, ConnectsAndExplainsRefusal) {
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  listen(l, 1);
+  socklen_t len = sizeof(sa);
+  getsockname(l, reinterpret_cast<sockaddr*>(&sa), &len);
+  uint16_t port = ntohs(sa.sin_port);
+  auto fd = ConnectTo(A("127.0.0.1"), port, std::chrono::seconds(5));
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  close(*fd);
+  close(l);
+  auto refused = ConnectTo(A("127.0.0.1"), port, std::chrono::seconds(5));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("127.0.0.1 port"), std::string::npos)
+      << refused.status();
+}
+
+}  // namespace
+}  // namespace airlock::proxyd
