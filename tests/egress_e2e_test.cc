@@ -286,6 +286,28 @@ TEST_F(EgressE2ETest, ServerSentEventsArriveAsTheyAreSent) {
   EXPECT_GT(spread, 0.8) << "events arrived together: " << r.out;
 }
 
+TEST_F(EgressE2ETest, ProxydKilledAndRestartedReattachesTheSandbox) {
+  Allow({absl::StrCat("plain.example.test:", http_.port)});
+  Guest(kCurl + Http("plain.example.test") + "/before-the-kill");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the log writes in batches
+  auto pids = testing::ProcessesNamed(dir_->path() + "/run");
+  pid_t proxyd = 0;
+  for (pid_t p : pids) {
+    if (ProcessCmdline(p).find("proxyd") != std::string::npos) proxyd = p;
+  }
+  ASSERT_GT(proxyd, 0);
+  kill(proxyd, SIGKILL);
+  while (ProcessAlive(proxyd)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  // proxyd finds the attachment in its state and takes the port back.
+  auto r = Guest("for i in $(seq 50); do curl -s -m 5 " + Http("plain.example.test") +
+                 "/back | grep -q 'upstream saw' && { echo back; exit 0; }; sleep 0.2; done");
+  EXPECT_NE(r.out.find("back"), std::string::npos) << r.out << r.err;
+  // The decisions from before the kill are still in the log.
+  auto log = Airlock({"policy", "log", "--json", "--sandbox", "net", "--limit", "100000"});
+  EXPECT_NE(log.out.find("/before-the-kill"), std::string::npos);
+}
+
 TEST_F(EgressE2ETest, DecisionLogRecordsEveryPath) {
   Guest(kCurl + Http("denied.example.test") + "/logged");
   auto log = Airlock({"policy", "log", "--json", "--sandbox", "net", "--limit", "1000"});
