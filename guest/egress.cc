@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/fd_io.h"
 #include "common/paths.h"
 
@@ -94,7 +95,18 @@ absl::Status WriteEgressConfig(const std::string& root) {
       !s.ok()) {
     return s;
   }
+  // /etc/environment may hold the template's own lines: keep those, replace
+  // ours.
   std::string environment, profile = "# written by airlock-agent: sandbox egress\n";
+  for (absl::string_view line :
+       absl::StrSplit(ReadFileToString(root + "/etc/environment"), '\n', absl::SkipEmpty())) {
+    bool ours = false;
+    for (const char* e : kEgressEnvironment) {
+      absl::string_view key(e, strchr(e, '=') - e + 1);
+      ours = ours || absl::StartsWith(line, key);
+    }
+    if (!ours) absl::StrAppend(&environment, line, "\n");
+  }
   for (const char* e : kEgressEnvironment) {
     absl::StrAppend(&environment, e, "\n");
     absl::StrAppend(&profile, "export ", e, "\n");

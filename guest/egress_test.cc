@@ -179,7 +179,14 @@ TEST_F(EgressTest, WatchInstallsTheCaOnce) {
 
 TEST(EgressConfigTest, ResolverAndEnvironment) {
   testing::ShortTempDir dir;
+  ASSERT_TRUE(MakeDirs(dir.path() + "/etc", 0755).ok());
+  std::ofstream(dir.path() + "/etc/environment") << "EDITOR=vi\nHTTP_PROXY=http://old:1\n";
   ASSERT_TRUE(WriteEgressConfig(dir.path()).ok());
+  ASSERT_TRUE(WriteEgressConfig(dir.path()).ok());  // idempotent across boots
+  std::string env = ReadFileToString(dir.path() + "/etc/environment");
+  EXPECT_NE(env.find("EDITOR=vi\n"), std::string::npos) << env;
+  EXPECT_EQ(env.find("old:1"), std::string::npos) << env;
+  EXPECT_EQ(env.find("HTTP_PROXY="), env.rfind("HTTP_PROXY=")) << env;
   EXPECT_NE(ReadFileToString(dir.path() + "/etc/resolv.conf").find("nameserver 127.0.0.53"),
             std::string::npos);
   EXPECT_NE(ReadFileToString(dir.path() + "/etc/environment").find("HTTPS_PROXY=http://127.0.0.1:3128"),

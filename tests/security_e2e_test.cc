@@ -116,6 +116,11 @@ TEST_F(SecurityE2ETest, NetworkEscapesFail) {
        "blocked 1.1.1.1:443"},
       {"UDP out (DNS)", "exec 3<>/dev/udp/8.8.8.8/53 && echo x >&3", "Operation not permitted"},
       {"IPv6 out", "exec 3<>/dev/tcp/2606:4700::1111/443", "Network is unreachable"},
+      {"ICMP echo out (raw socket as root)",
+       "perl -e 'use Socket; socket(S, PF_INET, SOCK_RAW, 1) or die \"socket: $!\\n\"; "
+       "send(S, pack(\"C8\", 8, 0, 0xf7, 0xff, 0, 0, 0, 0), 0, "
+       "sockaddr_in(0, inet_aton(\"1.1.1.1\"))) or die \"send: $!\\n\"'",
+       "send: Operation not permitted"},
   };
   for (const auto& a : attempts) {
     auto r = Guest(a.script);
