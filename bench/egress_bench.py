@@ -30,7 +30,10 @@ usage: bench/egress_bench.py [--concurrency N] [--duration S] [--mib N]
                              [--squid PATH] [--keep]
 """
 import argparse
+import ctypes
+import fcntl
 import os
+import select
 import shutil
 import signal
 import socket
@@ -116,6 +119,82 @@ def start_upstream(name, tls):
             pass
         time.sleep(0.1)
     sys.exit(f"upstream {name} did not start: {open(f'{tmp}/{name}.log').read()}")
+
+
+def read_line(proc, seconds):
+    """The first stdout line of `proc`, or "" after `seconds`."""
+    buf, deadline = b"", time.monotonic() + seconds
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+            return ""
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf.decode(errors="replace").split("\n")[0]
+
+
+def unblock_channel(pid, sock_path, stop, notes):
+    """Workaround for egress_harness, a no-op once it is fixed.
+
+    egress_harness hands the agent-channel connection it accepted to
+    grpc::AddInsecureChannelFromFd while the socket is still blocking; gRPC
+    then blocks in recvmsg() for good and the attachment never becomes ready
+    (proxyd's Attach fails after 30 s). The guest agent sets O_NONBLOCK
+    first (guest/channel.cc). Until the harness does, this sets O_NONBLOCK on
+    that socket from outside (pidfd_getfd shares the open file description)
+    and stops and continues the harness so a read already blocked restarts
+    and sees the flag."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    pidfd = libc.syscall(434, pid, 0)  # pidfd_open
+    if pidfd < 0:
+        notes.append(f"harness workaround: pidfd_open: {os.strerror(ctypes.get_errno())}")
+        return
+    seen = set()
+    try:
+        while not stop.is_set():
+            inodes = set()
+            try:
+                for row in open("/proc/net/unix").read().splitlines()[1:]:
+                    f = row.split()
+                    # Accepted connections carry the listener's path; state 03 is connected.
+                    if len(f) >= 8 and f[7] == sock_path and f[5] == "03":
+                        inodes.add(f"socket:[{f[6]}]")
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                return
+            for name in fds:
+                try:
+                    link = os.readlink(f"/proc/{pid}/fd/{name}")
+                except OSError:
+                    continue
+                if link not in inodes or link in seen:
+                    continue
+                seen.add(link)
+                fd = libc.syscall(438, pidfd, int(name), 0)  # pidfd_getfd
+                if fd < 0:
+                    notes.append(f"harness workaround: pidfd_getfd: {os.strerror(ctypes.get_errno())}")
+                    continue
+                try:
+                    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+                    if flags & os.O_NONBLOCK:
+                        continue
+                    fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+                finally:
+                    os.close(fd)
+                os.kill(pid, signal.SIGSTOP)
+                for _ in range(200):  # a SIGCONT before the stop lands would cancel it
+                    if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T":
+                        break
+                    time.sleep(0.005)
+                os.kill(pid, signal.SIGCONT)
+                notes.append("note: applied a workaround for egress_harness's blocking agent-"
+                             "channel socket (see unblock_channel)")
+            stop.wait(0.02)
+    finally:
+        os.close(pidfd)
 
 
 def cpu_seconds(pids):
@@ -430,12 +509,19 @@ try:
     harness = subprocess.Popen([args.harness, "--proxyd-socket", run_dir + "/proxyd.sock",
                                 "--socket", tmp + "/egress.sock", "--sandbox", "bench",
                                 "--root", tmp + "/groot"],
-                               stdout=subprocess.PIPE, stderr=open(tmp + "/harness.log", "w"),
-                               text=True)
+                               stdout=subprocess.PIPE, stderr=open(tmp + "/harness.log", "w"))
     children.append(("egress_harness", harness))
-    line = harness.stdout.readline()  # proxyd attaches within its own timeout
+    stop_fix = threading.Event()
+    fixes = []
+    fixer = threading.Thread(target=unblock_channel,
+                             args=(harness.pid, tmp + "/egress.sock", stop_fix, fixes))
+    fixer.start()
+    line = read_line(harness, 60)  # proxyd waits 30 s for the attachment
+    stop_fix.set()
+    fixer.join()
     if not line.startswith("forward_port="):
-        sys.exit(f"egress_harness did not attach: {line!r} {open(tmp + '/harness.log').read()}")
+        sys.exit(f"egress_harness did not attach: {line!r} {open(tmp + '/harness.log').read()}"
+                 + "".join(f"\n{f}" for f in fixes))
     forward_port = int(line.split("=", 1)[1])
     proxyd_pid = int(open(run_dir + "/proxyd.pid").read().strip())
     proxyd_ca = state_dir + "/ca/ca.crt"
@@ -462,6 +548,8 @@ try:
               "CONNECT, no cache,\n  no upstream connection reuse (like proxyd)")
     print("Python's own client (and upstream) overhead is in all three columns alike.")
     print("proxy CPU per request: proxyd + egress_harness for proxyd, the squid process for squid")
+    for f in fixes:
+        print(f)
     print()
 
     def measure_rps(title, port, tls, ways):

@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/agent_link.h"
 #include "common/client.h"
 #include "common/fd_io.h"
@@ -13,7 +14,9 @@
 #include "policyd/rule_proto.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
 #include "protos/policy/v1/policy.grpc.pb.h"
+#include "protos/secrets/v1/secrets.grpc.pb.h"
 #include "proxyd/http.h"
+#include "proxyd/inject.h"
 #include "proxyd/stream.h"
 #include "proxyd/wire.h"
 
@@ -39,6 +42,8 @@ struct Verdict {
   std::string rule_id;
   std::string rule_text;  // "" for the default deny
   std::string reason;
+  // Ids of the credentials placed in the request, comma-separated.
+  std::string credential;
 };
 
 std::string ErrorResponse(int status, absl::string_view reason, absl::string_view body) {
@@ -96,6 +101,13 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   void WatchEgress();
   void Carry(std::shared_ptr<grpc::Channel> channel, agentpb::EgressConnection c);
   void AnswerDns(agentpb::Egress::Stub* stub, const agentpb::DnsQuery& q);
+  // Credentials asks secretsd what to place in a request to `host`; none
+  // when secretsd has none or cannot be reached (the request then carries
+  // only the sentinel, never anything else).
+  std::vector<Placement> Credentials(const std::string& host);
+  // InterceptForCredentials turns an outright allow into an inspected one
+  // when a credential applies to the host, so it can be placed.
+  void InterceptForCredentials(const std::string& host, Verdict* v);
 
   // Decide asks the current snapshot. `host` is a name, or "" with `addr`.
   Verdict Decide(const std::string& host, const Address* addr, uint16_t port, bool http,
@@ -314,7 +326,36 @@ void Attachment::State::Record(const std::string& host, uint16_t port, const std
   d.set_rule(v.rule_text.empty() ? "default deny" : v.rule_text);
   d.set_via(via);
   d.set_reason(v.reason);
+  d.set_credential(v.credential);
   px->log->Record(std::move(d));
+}
+
+std::vector<Placement> Attachment::State::Credentials(const std::string& host) {
+  std::vector<Placement> out;
+  if (px->secretsd == nullptr) return out;
+  auto stub = airlock::secrets::v1::Secrets::NewStub(px->secretsd);
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(5));
+  airlock::secrets::v1::ResolveRequest req;
+  req.set_sandbox(sandbox);
+  req.set_host(host);
+  airlock::secrets::v1::ResolveResponse resp;
+  grpc::Status s = stub->Resolve(&ctx, req, &resp);
+  if (!s.ok()) {
+    AIRLOCK_LOG_WARN("cannot resolve credentials; the request goes without",
+                     {{"sandbox", sandbox}, {"host", host}, {"error", s.error_message()}});
+    return out;
+  }
+  for (const auto& c : resp.credentials()) {
+    out.push_back(Placement{c.id(), c.sentinel(), c.value(), c.format()});
+  }
+  return out;
+}
+
+void Attachment::State::InterceptForCredentials(const std::string& host, Verdict* v) {
+  Address literal{};
+  if (!v->allow || v->inspect || policyd::ParseAddress(host, &literal)) return;
+  if (!Credentials(host).empty()) v->inspect = true;
 }
 
 void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::DnsQuery& q) {
@@ -460,6 +501,7 @@ bool Attachment::State::HandleForward(Stream& client) {
   bool is_ip = policyd::ParseAddress(target->host, &literal);
   Verdict v = Decide(is_ip ? "" : target->host, is_ip ? &literal : nullptr, target->port, false,
                      "", "");
+  InterceptForCredentials(target->host, &v);
   if (!v.allow && !v.inspect) {
     Record(target->host, target->port, "", "", v, pb::FORWARD);
     client.WriteAll(DenyResponse(target->host, target->port, v.rule_text, v.rule_id, v.reason));
@@ -504,6 +546,7 @@ bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, u
   std::string shown = name.empty() ? AddressText(addr) : name;
   Verdict v = name.empty() ? Decide("", &addr, port, false, "", "")
                            : Decide(name, nullptr, port, false, "", "");
+  if (!name.empty()) InterceptForCredentials(name, &v);
   if (v.allow && !v.inspect) {
     if (name.empty() && IsSynthetic(addr)) {
       v.allow = false;
@@ -617,11 +660,47 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
                      target->path);
   absl::StatusOr<int> fd = absl::PermissionDeniedError("denied");
   if (v.allow) fd = Connect(host, port, &v);
-  Record(host, port, req->method, target->path, v, via);
   if (!v.allow) {
+    Record(host, port, req->method, target->path, v, via);
     client.WriteAll(DenyResponse(host, port, v.rule_text, v.rule_id, v.reason));
     return;
   }
+  // Allowed: now, and only now, the credentials for this host (asked for
+  // each request, so a removed secret is gone from the next one).
+  std::vector<std::string> placed;
+  std::string body;
+  bool body_read = false;
+  std::vector<Placement> creds = is_ip ? std::vector<Placement>() : Credentials(host);
+  if (!creds.empty()) {
+    auto head_placed = InjectHead(&*req, creds);
+    absl::Status st = head_placed.status();
+    uint64_t len = 0;
+    if (st.ok()) {
+      placed = *head_placed;
+      if (RequestBodyKind(*req, &len) == BodyKind::kLength && len <= kMaxInspectedBody) {
+        body.resize(len);
+        size_t got = 0;
+        while (got < len) {
+          ssize_t n = client.Read(body.data() + got, len - got);
+          if (n <= 0) return;
+          got += n;
+        }
+        body_read = true;
+        st = InjectBody(*req, creds, &body, &placed);
+        req->Set("Content-Length", std::to_string(body.size()));
+      }
+    }
+    if (!st.ok()) {
+      v.allow = false;
+      v.reason = std::string(st.message());
+      Record(host, port, req->method, target->path, v, via);
+      client.WriteAll(ErrorResponse(422, "Unprocessable Entity", st.message()));
+      if (fd.ok()) close(*fd);
+      return;
+    }
+  }
+  v.credential = absl::StrJoin(placed, ",");
+  Record(host, port, req->method, target->path, v, via);
   if (!fd.ok()) {
     client.WriteAll(ErrorResponse(502, "Bad Gateway", fd.status().message()));
     return;
@@ -648,7 +727,9 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   }
   if (!upstream.WriteAll(SerializeRequestHead(*req))) return;
   uint64_t length = 0;
-  switch (RequestBodyKind(*req, &length)) {
+  if (body_read) {
+    if (!upstream.WriteAll(body)) return;
+  } else switch (RequestBodyKind(*req, &length)) {
     case BodyKind::kLength:
       if (!CopyExactly(client, upstream, length)) return;
       break;

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "policyd/rules.h"
 #include "proxyd/decision_log.h"
+#include "proxyd/inject.h"
 #include "proxyd/tls.h"
 #include "proxyd/upstream.h"
 
@@ -35,6 +36,8 @@ struct ProxyContext {
   Resolver resolver;
   DecisionLog* log = nullptr;
   std::string policyd_socket;
+  // secretsd, asked for the credentials of each allowed request.
+  std::shared_ptr<grpc::Channel> secretsd;
 };
 
 class Attachment {

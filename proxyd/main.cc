@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
+#include "common/client.h"
 #include "common/daemon_runtime.h"
 #include "common/paths.h"
 #include "proxyd/attachment.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   std::vector<airlock::OptionSpec> options = {
       {"policyd-socket", "policyd's Unix socket (default: <runtime-dir>/policyd.sock)", ""},
+      {"secretsd-socket", "secretsd's Unix socket (default: <runtime-dir>/secretsd.sock)", ""},
       {"ca-dir", "directory of the interception CA (ca.key 0600, ca.crt; default: <state-dir>/ca)",
        ""},
       {"upstream-ca", "extra CA files (PEM, comma-separated) trusted for upstream TLS, "
@@ -64,6 +66,9 @@ int main(int argc, char** argv) {
     px.log = &log;
     px.policyd_socket = c.options.at("policyd-socket").empty() ? c.runtime_dir + "/policyd.sock"
                                                                : c.options.at("policyd-socket");
+    px.secretsd = airlock::DialUnix(c.options.at("secretsd-socket").empty()
+                                        ? c.runtime_dir + "/secretsd.sock"
+                                        : c.options.at("secretsd-socket"));
     airlock::proxyd::ProxyService service(&rt.state(), &px);
     if (absl::Status s = service.Init(); !s.ok()) return s;
     return rt.Serve({&service}, [&] { service.Shutdown(); });

@@ -73,7 +73,8 @@ class EgressE2ETest : public ::testing::Test {
     ASSERT_GT(http_.port, 0);
     std::string names;
     for (const char* n : {"api.example.test", "plain.example.test", "a.wild.test", "b.c.wild.test",
-                          "x.y.deep.test", "denied.example.test", "later.example.test"}) {
+                          "x.y.deep.test", "denied.example.test", "later.example.test",
+                          "wrongname.example.test"}) {
       absl::StrAppend(&names, names.empty() ? "" : ",", n, "=127.0.0.1");
     }
     MakeDirs(d + "/state", 0700).IgnoreError();
@@ -217,6 +218,16 @@ TEST_F(EgressE2ETest, MethodAndPathRulesOnInterceptedHttps) {
   auto raw = Guest(absl::StrCat("exec 3<>/dev/tcp/api.example.test/", https_.port,
                                 " && printf 'SSH-2.0-x\\r\\n' >&3 && cat <&3"));
   EXPECT_NE(raw.err.find("reset"), std::string::npos) << raw.out << raw.err;
+}
+
+TEST_F(EgressE2ETest, UpstreamCertificateIsVerified) {
+  // Intercepted, and the upstream's certificate does not name this host:
+  // proxyd refuses it as any client would, and says why.
+  Allow({"wrongname.example.test", "--method", "GET"});
+  auto r = Guest(kCurl + Https("wrongname.example.test") + "/x");
+  EXPECT_NE(r.out.find("status=502"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("certificate"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("upstream saw"), std::string::npos) << r.out;
 }
 
 TEST_F(EgressE2ETest, DenyBeatsAllow) {

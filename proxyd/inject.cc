@@ -1,0 +1,132 @@
+#include "proxyd/inject.h"
+
+#include <zlib.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace airlock::proxyd {
+
+namespace {
+
+// Inflate undoes gzip or zlib/deflate framing; false when the data is not
+// that, or inflates past `limit`.
+bool Inflate(absl::string_view in, size_t limit, std::string* out) {
+  z_stream z{};
+  // 15 + 32: detect gzip or zlib headers; raw deflate is tried next.
+  for (int window : {15 + 32, -15}) {
+    z = z_stream{};
+    if (inflateInit2(&z, window) != Z_OK) return false;
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    z.avail_in = static_cast<uInt>(in.size());
+    out->clear();
+    char buf[65536];
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+      z.next_out = reinterpret_cast<Bytef*>(buf);
+      z.avail_out = sizeof(buf);
+      rc = inflate(&z, Z_NO_FLUSH);
+      out->append(buf, sizeof(buf) - z.avail_out);
+      if (out->size() > limit) rc = Z_MEM_ERROR;
+      if (rc == Z_BUF_ERROR && z.avail_in == 0) break;
+    }
+    inflateEnd(&z);
+    if (rc == Z_STREAM_END) return true;
+  }
+  return false;
+}
+
+bool SentinelIn(absl::string_view text, const std::vector<Placement>& creds) {
+  for (const Placement& c : creds) {
+    if (!c.sentinel.empty() && absl::StrContains(text, c.sentinel)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string Base64(absl::string_view data) { return absl::Base64Escape(data); }
+
+absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
+                                                    const std::vector<Placement>& creds) {
+  RequestHead out = *req;
+  std::vector<std::string> placed;
+  for (const Placement& c : creds) {
+    bool done = false;
+    if (absl::StartsWith(c.format, "header:") || c.format == "bearer" ||
+        absl::StartsWith(c.format, "basic:")) {
+      std::string name = absl::StartsWith(c.format, "header:") ? c.format.substr(7)
+                                                                : "Authorization";
+      std::string value = c.value;
+      if (c.format == "bearer") value = "Bearer " + c.value;
+      if (absl::StartsWith(c.format, "basic:")) {
+        value = "Basic " + Base64(absl::StrCat(c.format.substr(6), ":", c.value));
+      }
+      std::string current = out.Get(name);
+      // The guest's own value stays; the sentinel (bare, as a bearer token,
+      // or inside basic credentials) is replaced, and so is a missing one.
+      bool sentinel = current.empty() || absl::StrContains(current, c.sentinel);
+      if (!sentinel && absl::StartsWith(absl::AsciiStrToLower(current), "basic ")) {
+        std::string decoded;
+        sentinel = absl::Base64Unescape(absl::StripAsciiWhitespace(current.substr(6)), &decoded) &&
+                   absl::StrContains(decoded, c.sentinel);
+      }
+      if (sentinel) {
+        out.Set(name, value);
+        done = true;
+      }
+    } else if (c.format == "replace") {
+      if (c.sentinel.size() < 8) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("credential ", c.id, " has a placeholder too short to replace safely"));
+      }
+      for (Header& h : out.headers) {
+        if (absl::StrContains(h.value, c.sentinel)) {
+          h.value = absl::StrReplaceAll(h.value, {{c.sentinel, c.value}});
+          done = true;
+        }
+      }
+      if (absl::StrContains(out.target, c.sentinel)) {
+        out.target = absl::StrReplaceAll(out.target, {{c.sentinel, c.value}});
+        done = true;
+      }
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("credential ", c.id, " has an unknown format \"", c.format, "\""));
+    }
+    if (done) placed.push_back(c.id);
+  }
+  *req = std::move(out);
+  return placed;
+}
+
+absl::Status InjectBody(const RequestHead& req, const std::vector<Placement>& creds,
+                        std::string* body, std::vector<std::string>* placed) {
+  std::string coding = absl::AsciiStrToLower(req.Get("Content-Encoding"));
+  if (coding.empty() || coding == "identity") {
+    for (const Placement& c : creds) {
+      if (c.format != "replace" || c.sentinel.size() < 8) continue;
+      if (absl::StrContains(*body, c.sentinel)) {
+        *body = absl::StrReplaceAll(*body, {{c.sentinel, c.value}});
+        placed->push_back(c.id);
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (coding == "gzip" || coding == "x-gzip" || coding == "deflate") {
+    std::string plain;
+    if (!Inflate(*body, 16 * kMaxInspectedBody, &plain) || SentinelIn(plain, creds)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the request body is ", coding,
+          "-encoded and holds a credential sentinel (or cannot be checked); proxyd cannot put "
+          "the real value inside a compressed body, so the request was not sent. Send the "
+          "sentinel in a header, or the body uncompressed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace airlock::proxyd

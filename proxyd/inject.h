@@ -1,0 +1,56 @@
+// Credential injection: the guest holds only a sentinel ("proxy-managed",
+// or a custom secret's random placeholder); on a request proxyd has already
+// allowed, to a host a credential names, the sentinel is swapped for the
+// real value here, in the request head (and, for custom placeholders, in
+// a small uncompressed body). A request whose credential cannot be placed
+// safely is refused rather than sent half-rewritten.
+#ifndef AIRLOCK_PROXYD_INJECT_H_
+#define AIRLOCK_PROXYD_INJECT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proxyd/http.h"
+
+namespace airlock::proxyd {
+
+// Placement is one credential to place, as secretsd's Resolve gives it.
+struct Placement {
+  std::string id;
+  std::string sentinel;
+  std::string value;
+  // "header:<name>": the header <name> carries the value;
+  // "bearer": Authorization: Bearer <value>;
+  // "basic:<user>": Authorization: Basic base64(<user>:<value>);
+  // "replace": every occurrence of the sentinel is swapped for the value.
+  std::string format;
+};
+
+// Bodies up to this size are read whole and checked for sentinels when a
+// credential applies; larger ones stream unchanged.
+inline constexpr size_t kMaxInspectedBody = 1 << 20;
+
+// InjectHead places `creds` in `req`: a header the format names is set when
+// the guest left it out or sent the sentinel in it (a value of the guest's
+// own is left alone), and "replace" sentinels are swapped in every header
+// value and in the request target. Returns the ids of the credentials
+// placed. INVALID_ARGUMENT for a format it does not know (never sent
+// half-done: `req` is untouched then).
+absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
+                                                    const std::vector<Placement>& creds);
+
+// InjectBody checks a whole request body for sentinels: in an identity
+// body, "replace" placeholders are swapped (the caller fixes
+// Content-Length); in a gzip or deflate body a sentinel cannot be placed,
+// so finding one is FAILED_PRECONDITION (the caller answers 422). Other
+// content codings cannot be looked into and pass unchanged.
+absl::Status InjectBody(const RequestHead& req, const std::vector<Placement>& creds,
+                        std::string* body, std::vector<std::string>* placed);
+
+// Base64 of `data` (standard alphabet, padded).
+std::string Base64(absl::string_view data);
+
+}  // namespace airlock::proxyd
+
+#endif  // AIRLOCK_PROXYD_INJECT_H_

@@ -1,0 +1,116 @@
+#include "proxyd/inject.h"
+
+#include <zlib.h>
+
+#include "gtest/gtest.h"
+
+namespace airlock::proxyd {
+namespace {
+
+RequestHead Req(std::vector<Header> headers, std::string target = "/v1/messages") {
+  RequestHead r;
+  r.method = "POST";
+  r.target = std::move(target);
+  r.version = "HTTP/1.1";
+  r.headers = std::move(headers);
+  return r;
+}
+
+const Placement kAnthropic{"anthropic@global", "proxy-managed", "sk-real-1", "header:x-api-key"};
+const Placement kOpenAi{"openai@global", "proxy-managed", "sk-real-2", "bearer"};
+const Placement kGit{"github@global", "proxy-managed", "ghp_real", "basic:x-access-token"};
+const Placement kCustom{"custom:TOKEN@global", "sbx-cs-0123456789abcdef", "real-custom", "replace"};
+
+TEST(InjectHeadTest, HeaderFormatsReplaceTheSentinelOrFillTheGap) {
+  RequestHead r = Req({{"x-api-key", "proxy-managed"}});
+  auto placed = InjectHead(&r, {kAnthropic});
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(r.Get("x-api-key"), "sk-real-1");
+  EXPECT_EQ(*placed, std::vector<std::string>{"anthropic@global"});
+
+  RequestHead missing = Req({});
+  ASSERT_TRUE(InjectHead(&missing, {kOpenAi}).ok());
+  EXPECT_EQ(missing.Get("Authorization"), "Bearer sk-real-2");
+
+  RequestHead bearer = Req({{"Authorization", "Bearer proxy-managed"}});
+  ASSERT_TRUE(InjectHead(&bearer, {kOpenAi}).ok());
+  EXPECT_EQ(bearer.Get("authorization"), "Bearer sk-real-2");
+}
+
+TEST(InjectHeadTest, TheGuestsOwnValueIsLeftAlone) {
+  RequestHead r = Req({{"x-api-key", "my-own-key"}});
+  auto placed = InjectHead(&r, {kAnthropic});
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(r.Get("x-api-key"), "my-own-key");
+  EXPECT_TRUE(placed->empty());
+}
+
+TEST(InjectHeadTest, BasicAuthForGit) {
+  RequestHead r = Req({}, "/o/r.git/info/refs?service=git-upload-pack");
+  ASSERT_TRUE(InjectHead(&r, {kGit}).ok());
+  EXPECT_EQ(r.Get("Authorization"), "Basic " + Base64("x-access-token:ghp_real"));
+  // git configured with the sentinel as its password.
+  RequestHead s = Req({{"Authorization", "Basic " + Base64("me:proxy-managed")}});
+  ASSERT_TRUE(InjectHead(&s, {kGit}).ok());
+  EXPECT_EQ(s.Get("Authorization"), "Basic " + Base64("x-access-token:ghp_real"));
+  RequestHead own = Req({{"Authorization", "Basic " + Base64("me:mine")}});
+  ASSERT_TRUE(InjectHead(&own, {kGit}).ok());
+  EXPECT_EQ(own.Get("Authorization"), "Basic " + Base64("me:mine"));
+}
+
+TEST(InjectHeadTest, ReplaceSwapsPlaceholdersInHeadersAndTarget) {
+  RequestHead r = Req({{"X-Token", "t=sbx-cs-0123456789abcdef"}, {"Other", "x"}},
+                      "/q?key=sbx-cs-0123456789abcdef");
+  auto placed = InjectHead(&r, {kCustom});
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(r.Get("X-Token"), "t=real-custom");
+  EXPECT_EQ(r.target, "/q?key=real-custom");
+  EXPECT_EQ(r.Get("Other"), "x");
+}
+
+TEST(InjectHeadTest, UnknownFormatChangesNothing) {
+  RequestHead r = Req({{"x-api-key", "proxy-managed"}});
+  Placement bad{"x@global", "proxy-managed", "v", "carrier-pigeon"};
+  EXPECT_FALSE(InjectHead(&r, {kAnthropic, bad}).ok());
+  EXPECT_EQ(r.Get("x-api-key"), "proxy-managed") << "no half-rewritten request";
+}
+
+std::string Gzip(const std::string& in) {
+  z_stream z{};
+  deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(in.size() + 128, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = in.size();
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = out.size();
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+TEST(InjectBodyTest, IdentityBodiesGetPlaceholdersReplaced) {
+  RequestHead r = Req({{"Content-Type", "application/json"}});
+  std::string body = R"({"token":"sbx-cs-0123456789abcdef"})";
+  std::vector<std::string> placed;
+  ASSERT_TRUE(InjectBody(r, {kCustom}, &body, &placed).ok());
+  EXPECT_EQ(body, R"({"token":"real-custom"})");
+  EXPECT_EQ(placed.size(), 1u);
+}
+
+TEST(InjectBodyTest, ASentinelInACompressedBodyIsRefused) {
+  RequestHead r = Req({{"Content-Encoding", "gzip"}});
+  std::string body = Gzip(R"({"token":"sbx-cs-0123456789abcdef"})");
+  std::vector<std::string> placed;
+  absl::Status s = InjectBody(r, {kCustom}, &body, &placed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("compressed"), std::string::npos);
+  // The same body without a sentinel goes as it is.
+  std::string clean = Gzip(R"({"hello":"world"})");
+  std::string copy = clean;
+  EXPECT_TRUE(InjectBody(r, {kCustom}, &clean, &placed).ok());
+  EXPECT_EQ(clean, copy);
+}
+
+}  // namespace
+}  // namespace airlock::proxyd
