@@ -198,15 +198,16 @@ def unblock_channel(pid, sock_path, stop, notes):
 
 
 def cpu_seconds(pids):
-    """utime + stime of live processes, in seconds (None when unknown)."""
-    total = 0
-    for pid in pids:
+    """{name: utime + stime in seconds} of live processes {name: pid}; None
+    when one is gone."""
+    out = {}
+    for name, pid in pids.items():
         try:
             f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             return None
-        total += int(f[11]) + int(f[12])
-    return total / os.sysconf("SC_CLK_TCK")
+        out[name] = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return out
 
 
 # ---------------------------------------------------------------- the client
@@ -380,14 +381,15 @@ def ratio(a, b):
 
 
 def table(rows, cols):
-    head = f"  {'':24}" + "".join(f"{c:>12}" for c in cols)
-    print(head)
-    for label, values, spec in rows:
-        print(f"  {label:24}" + "".join(f"{fmt(v, spec):>12}" for v in values))
+    print(f"  {'':28}" + "".join(f"{c:>14}" for c in cols))
+    for label, values, spec in rows:  # the last two columns are ratios
+        print(f"  {label:28}" + "".join(f"{fmt(v, spec if i < len(cols) - 2 else '.2f'):>14}"
+                                        for i, v in enumerate(values)))
 
 
 def report_rps(title, res, cpu):
-    """res: column -> load() result or an error string; cpu: column -> CPU s."""
+    """res: column -> load() result or an error string; cpu: column ->
+    {process: CPU seconds} during its run."""
     cols = ["direct", "proxyd", "squid"]
     print(title)
     for c in cols:
@@ -397,8 +399,9 @@ def report_rps(title, res, cpu):
     get = lambda c, k: r[c][k] if c in r else None
     ms = lambda c, k: get(c, k) * 1000 if c in r else None
     added = lambda c, k: ms(c, k) - ms("direct", k) if c in r and "direct" in r else None
-    per_req = lambda c: (cpu[c] / r[c]["n"] * 1000
-                         if c in r and cpu.get(c) is not None and r[c]["n"] else None)
+    per_req = lambda c, who=None: (
+        sum(v for k, v in cpu[c].items() if who in (None, k)) / r[c]["n"] * 1000
+        if c in r and cpu.get(c) is not None and r[c]["n"] else None)
     rows = [
         ("requests/s", [get(c, "rps") for c in cols]
          + [ratio(get("proxyd", "rps"), get("direct", "rps")),
@@ -411,11 +414,15 @@ def report_rps(title, res, cpu):
             ratio(ms("proxyd", "p99"), ms("squid", "p99"))], ".2f"),
         ("added p50 vs direct (ms)", [None] + [added(c, "p50") for c in cols[1:]], ".2f"),
         ("added p99 vs direct (ms)", [None] + [added(c, "p99") for c in cols[1:]], ".2f"),
-        ("proxy CPU per request(ms)", [None] + [per_req(c) for c in cols[1:]], ".3f"),
+        ("proxy CPU per request (ms)", [None] + [per_req(c) for c in cols[1:]]
+         + [None, ratio(per_req("proxyd"), per_req("squid"))], ".2f"),
         ("requests", [get(c, "n") for c in cols], "d"),
         ("errors", [len(r[c]["errors"]) if c in r else None for c in cols], "d"),
     ]
     table(rows, cols + ["proxyd/direct", "proxyd/squid"])
+    if per_req("proxyd") is not None:
+        print(f"  proxyd column CPU per request: proxyd {per_req('proxyd', 'proxyd'):.2f} ms, "
+              f"egress_harness {per_req('proxyd', 'egress_harness'):.2f} ms")
     for c in cols:
         if c in r and r[c]["errors"]:
             print(f"  {c} errors, first: {r[c]['errors'][0]}")
@@ -566,12 +573,12 @@ try:
             c0 = cpu_seconds(pids) if pids else None
             res[col] = load(way, port, tls, C, D)
             c1 = cpu_seconds(pids) if pids else None
-            cpu[col] = c1 - c0 if c0 is not None and c1 is not None else None
+            cpu[col] = {k: c1[k] - c0[k] for k in c1} if c0 and c1 else None
         report_rps(title, res, cpu)
         print()
 
-    proxyd_pids = [proxyd_pid, harness.pid]
-    squid_pids = [squid_proc.pid] if squid_proc else []
+    proxyd_pids = {"proxyd": proxyd_pid, "egress_harness": harness.pid}
+    squid_pids = {"squid": squid_proc.pid} if squid_proc else {}
 
     measure_rps(f"1. plain HTTP GET (small body), a new connection per request", http_port, False, [
         ("direct", Way("direct"), None),

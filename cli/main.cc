@@ -7,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "cli/daemon_command.h"
 #include "cli/policy_command.h"
+#include "cli/secret_command.h"
 #include "cli/sandbox_commands.h"
 #include "common/version.h"
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   }
   airlock::cli::AddSandboxCommands(app, &after_dashes, &exit_code);
   airlock::cli::AddPolicyCommand(app, &exit_code);
+  airlock::cli::AddSecretCommand(app, &exit_code);
   airlock::cli::AddDaemonCommand(app, &exit_code);
   try {
     app.parse(parsed_argc, argv);

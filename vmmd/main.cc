@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       {"qemu", "QEMU system emulator binary", "qemu-system-x86_64"},
       {"gitd-socket", "gitd's Unix socket (default: <runtime-dir>/gitd.sock)", ""},
       {"proxyd-socket", "proxyd's Unix socket (default: <runtime-dir>/proxyd.sock)", ""},
+      {"secretsd-socket", "secretsd's Unix socket (default: <runtime-dir>/secretsd.sock)", ""},
   };
   return airlock::DaemonMain("vmmd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
     const airlock::DaemonConfig& c = rt.config();
@@ -33,6 +34,9 @@ int main(int argc, char** argv) {
                                                          : c.options.at("gitd-socket");
     mo.proxyd_socket = c.options.at("proxyd-socket").empty() ? c.runtime_dir + "/proxyd.sock"
                                                              : c.options.at("proxyd-socket");
+    mo.secretsd_socket = c.options.at("secretsd-socket").empty()
+                             ? c.runtime_dir + "/secretsd.sock"
+                             : c.options.at("secretsd-socket");
     if (mo.boot_timeout_s <= 0) return absl::InvalidArgumentError("--boot-timeout must be > 0");
     airlock::vmmd::SandboxStore store(&rt.state());
     if (absl::Status s = store.Init(); !s.ok()) return s;

@@ -22,6 +22,7 @@
 #include "protos/agent/v1/agent.grpc.pb.h"
 #include "protos/git/v1/git.grpc.pb.h"
 #include "protos/proxy/v1/proxy.grpc.pb.h"
+#include "protos/secrets/v1/secrets.grpc.pb.h"
 #include "vmmd/images.h"
 
 namespace airlock::vmmd {
@@ -314,6 +315,23 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     }
   }
 
+  // secretsd records the sandbox as created now: global secrets set later
+  // do not apply to it.
+  {
+    auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
+    grpc::ClientContext ctx;
+    DeadlineAfter(ctx, seconds(10));
+    airlock::secrets::v1::SentinelsRequest req;
+    req.set_sandbox(spec.name());
+    airlock::secrets::v1::SentinelsResponse resp;
+    grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
+    if (!s.ok()) {
+      return absl::UnavailableError(absl::StrCat("secretsd is not reachable at ",
+                                                 options_.secretsd_socket, ": ",
+                                                 s.error_message(), " (`airlock daemon start`)"));
+    }
+  }
+
   vmm::Sandbox sb;
   *sb.mutable_spec() = spec;
   if (spec.clone()) *sb.mutable_clone() = clone;
@@ -556,6 +574,38 @@ absl::Status SandboxManager::AttachEgress(const std::string& name, const VmConfi
   return absl::OkStatus();
 }
 
+std::map<std::string, std::string> SandboxManager::SecretSentinels(const std::string& name) {
+  std::map<std::string, std::string> out;
+  auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(5));
+  airlock::secrets::v1::SentinelsRequest req;
+  req.set_sandbox(name);
+  airlock::secrets::v1::SentinelsResponse resp;
+  grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
+  if (!s.ok()) {
+    AIRLOCK_LOG_WARN("cannot get secret sentinels; exec goes without them",
+                     {{"sandbox", name}, {"error", s.error_message()}});
+    return out;
+  }
+  out.insert(resp.env().begin(), resp.env().end());
+  return out;
+}
+
+void SandboxManager::ForgetSecrets(const std::string& name) {
+  auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(10));
+  airlock::secrets::v1::ForgetRequest req;
+  req.set_sandbox(name);
+  airlock::secrets::v1::ForgetResponse resp;
+  grpc::Status s = secrets->Forget(&ctx, req, &resp);
+  if (!s.ok()) {
+    AIRLOCK_LOG_WARN("cannot tell secretsd the sandbox is gone",
+                     {{"sandbox", name}, {"error", s.error_message()}});
+  }
+}
+
 void SandboxManager::DetachEgress(const std::string& name) {
   auto proxy = airlock::proxy::v1::Proxy::NewStub(DialUnix(options_.proxyd_socket));
   grpc::ClientContext ctx;
@@ -699,6 +749,7 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
   }
   ClosePorts(name);
   DetachEgress(name);
+  ForgetSecrets(name);
   KillVm(sb);
   VmConfig config = ConfigFor(sb);
   unlink(config.agent_socket.c_str());

@@ -40,6 +40,8 @@ struct ManagerOptions {
   std::string gitd_socket;
   // proxyd's Unix socket: every boot attaches the sandbox's egress port.
   std::string proxyd_socket;
+  // secretsd's Unix socket: sentinels for the guest's environment.
+  std::string secretsd_socket;
 };
 
 class SandboxManager {
@@ -61,6 +63,11 @@ class SandboxManager {
   // background. Bad input changes nothing.
   absl::StatusOr<airlock::vmm::v1::Sandbox> Create(const airlock::vmm::v1::SandboxSpec& spec,
                                                    bool start);
+  // SecretSentinels is the environment secretsd gives the sandbox's guest:
+  // variable -> sentinel, never a value. Empty (logged) when secretsd
+  // cannot be reached. The first call for a name registers the sandbox as
+  // created now, which decides which global secrets apply to it.
+  std::map<std::string, std::string> SecretSentinels(const std::string& name);
   absl::StatusOr<airlock::vmm::v1::Sandbox> Get(const std::string& name);
   std::vector<airlock::vmm::v1::Sandbox> List();
   // Start boots a STOPPED or FAILED sandbox in the background.
@@ -146,6 +153,8 @@ class SandboxManager {
   // effort.
   absl::Status AttachEgress(const std::string& name, const VmConfig& config);
   void DetachEgress(const std::string& name);
+  // ForgetSecrets tells secretsd the sandbox is gone (best effort).
+  void ForgetSecrets(const std::string& name);
   // AnswerStoppedClone makes the git port say that the sandbox is stopped.
   void AnswerStoppedClone(const airlock::vmm::v1::Sandbox& sb);
   // OpenPorts starts listening for every mapping of a sandbox that just

@@ -125,7 +125,10 @@ grpc::Status VmmService::Exec(
     const std::string& p = spec->spec().mounts(0).host_path();
     if (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) start->set_workdir(p);
   }
+  // Secrets first, as sentinels only (never a value): the sandbox's spec
+  // env and the request's own entries come after and win.
   google::protobuf::RepeatedPtrField<std::string> env;
+  for (const auto& [k, v] : manager_->SecretSentinels(start->sandbox())) *env.Add() = k + "=" + v;
   for (const auto& [k, v] : spec->spec().env()) *env.Add() = k + "=" + v;
   env.MergeFrom(start->env());
   start->mutable_env()->Swap(&env);

@@ -1,0 +1,464 @@
+#include "secretsd/secret_store.h"
+
+#include <time.h>
+
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "secretsd/key_file.h"
+#include "secretsd/services.h"
+#include "secretsd/validation.h"
+
+namespace airlock::secretsd {
+
+// Row is one stored secret as it sits in the database.
+struct SecretStore::Row {
+  int64_t serial = 0;
+  std::string id;
+  Scope scope = Scope::kUnspecified;
+  std::string sandbox;
+  std::string service;
+  std::string env;    // custom secrets only
+  std::string hosts;  // custom secrets only, '\n'-separated
+  std::string sentinel;
+  std::string sealed;
+  int64_t created_at = 0;
+};
+
+namespace {
+
+// The whole schema, applied by one Migrate call; append steps, never edit.
+//   secrets          one row per secret; `serial` is never reused
+//                    (AUTOINCREMENT), so a global deleted and set again is
+//                    a different secret from a sandbox's point of view.
+//   sandboxes        sandboxes registered by their first Sentinels call.
+//   sandbox_globals  the global secrets that existed at registration.
+//   meta             key_check: a known text sealed with the key, to
+//                    refuse a wrong key file at startup.
+const std::vector<std::string>& Schema() {
+  static const std::vector<std::string>* steps = new std::vector<std::string>{
+      "CREATE TABLE secrets (serial INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
+      "scope TEXT NOT NULL, sandbox TEXT NOT NULL, service TEXT NOT NULL, env TEXT NOT NULL, "
+      "hosts TEXT NOT NULL, sentinel TEXT NOT NULL, sealed BLOB NOT NULL, "
+      "created_at INTEGER NOT NULL);"
+      "CREATE TABLE sandboxes (name TEXT PRIMARY KEY, registered_at INTEGER NOT NULL);"
+      "CREATE TABLE sandbox_globals (sandbox TEXT NOT NULL REFERENCES sandboxes(name) "
+      "ON DELETE CASCADE, serial INTEGER NOT NULL REFERENCES secrets(serial) ON DELETE CASCADE, "
+      "PRIMARY KEY (sandbox, serial));"
+      "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
+  };
+  return *steps;
+}
+
+constexpr char kKeyCheckAad[] = "airlock.secretsd/key-check";
+constexpr char kKeyCheckText[] = "airlock secretsd key check v1";
+constexpr char kPlaceholderPrefix[] = "sbx-cs-";
+constexpr size_t kPlaceholderRandomChars = 24;
+
+const char* ScopeText(Scope s) { return s == Scope::kGlobal ? "global" : "sandbox"; }
+
+int64_t Now() { return static_cast<int64_t>(time(nullptr)); }
+
+// The precedence key: a sandbox secret hides a global one with the same.
+std::string PrecedenceKey(const std::string& service, const std::string& env) {
+  return service.empty() ? absl::StrCat("custom:", env) : service;
+}
+
+std::string KnownServices() {
+  std::vector<std::string> names;
+  for (const auto& s : BuiltinServices()) names.push_back(s.name);
+  return absl::StrJoin(names, ", ");
+}
+
+// Runs `body` in a transaction on `db`; the caller holds the store mutex,
+// so no other statement of this store interleaves.
+template <typename F>
+absl::Status InTransaction(StateDb* db, F body) {
+  if (absl::Status s = db->Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+  absl::Status s = body();
+  if (!s.ok()) {
+    (void)db->Exec("ROLLBACK");
+    return s;
+  }
+  return db->Exec("COMMIT");
+}
+
+// Validates everything of `spec` that needs no database, and returns the
+// normalized hosts of a custom secret.
+absl::StatusOr<std::vector<std::string>> ValidateSpec(const SecretSpec& spec) {
+  switch (spec.scope) {
+    case Scope::kGlobal:
+      if (!spec.sandbox.empty()) {
+        return absl::InvalidArgumentError("sandbox must be empty for a GLOBAL secret");
+      }
+      break;
+    case Scope::kSandbox:
+      if (spec.sandbox.empty()) {
+        return absl::InvalidArgumentError("sandbox is required for a SANDBOX secret");
+      }
+      if (absl::Status s = ValidateSandboxName(spec.sandbox); !s.ok()) return s;
+      break;
+    default:
+      return absl::InvalidArgumentError("scope is required (GLOBAL or SANDBOX)");
+  }
+  if (absl::Status s = ValidateValue(spec.value); !s.ok()) return s;
+  bool custom = !spec.env.empty() || !spec.hosts.empty() || !spec.placeholder.empty();
+  if (!spec.service.empty() && custom) {
+    return absl::InvalidArgumentError(
+        "service and the custom fields (env, hosts, placeholder) are mutually exclusive: give "
+        "a service alone, or env and hosts");
+  }
+  if (spec.service.empty() && !custom) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "service is empty and no custom env and hosts are given; built-in services: ",
+        KnownServices()));
+  }
+  std::vector<std::string> hosts;
+  if (!spec.service.empty()) {
+    if (FindService(spec.service) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("service ", QuoteForMessage(spec.service),
+                                                     " is not built in; built-in services: ",
+                                                     KnownServices()));
+    }
+    return hosts;
+  }
+  if (absl::Status s = ValidateEnvName(spec.env); !s.ok()) return s;
+  if (const ServiceDef* owner = ServiceOwningEnv(spec.env); owner != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("env ", spec.env, " belongs to built-in service ",
+                                                   owner->name, "; set service=", owner->name,
+                                                   " instead"));
+  }
+  if (spec.hosts.empty()) {
+    return absl::InvalidArgumentError("hosts: a custom secret needs at least one host");
+  }
+  if (spec.hosts.size() > kMaxHostsPerSecret) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hosts: at most ", kMaxHostsPerSecret, " hosts per secret"));
+  }
+  std::set<std::string> seen;
+  for (const auto& h : spec.hosts) {
+    auto norm = NormalizeHostPattern(h);
+    if (!norm.ok()) return norm.status();
+    if (seen.insert(*norm).second) hosts.push_back(*norm);
+  }
+  if (!spec.placeholder.empty()) {
+    if (absl::Status s = ValidatePlaceholder(spec.placeholder); !s.ok()) return s;
+    // The guest would hold the real value.
+    if (spec.placeholder == spec.value) {
+      return absl::InvalidArgumentError("placeholder must differ from value");
+    }
+  }
+  return hosts;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SecretStore>> SecretStore::Open(StateDb* db,
+                                                               const std::string& key_file) {
+  if (absl::Status s = db->Migrate(Schema()); !s.ok()) return s;
+  auto sealed = db->Query(
+      "SELECT (SELECT COUNT(*) FROM meta WHERE key = 'key_check') + "
+      "(SELECT COUNT(*) FROM secrets)");
+  if (!sealed.ok()) return sealed.status();
+  bool holds_sealed = (*sealed)[0][0] != "0";
+
+  auto key = LoadKeyFile(key_file);
+  if (absl::IsNotFound(key.status())) {
+    if (holds_sealed) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "key file ", key_file,
+          " is missing, but the state file holds data sealed with a key; restore that key "
+          "file (or point --key-file at it) instead of starting with a new key"));
+    }
+    key = CreateKeyFile(key_file);
+  }
+  if (!key.ok()) return key.status();
+  std::unique_ptr<SecretStore> store(new SecretStore(db, std::move(*key)));
+  if (absl::Status s = store->CheckKey(); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("key file ", key_file, ": ", s.message()));
+  }
+  return store;
+}
+
+absl::Status SecretStore::CheckKey() {
+  auto rows = db_->Query("SELECT value FROM meta WHERE key = 'key_check'");
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) {
+    auto check = Seal(key_, kKeyCheckText, kKeyCheckAad);
+    if (!check.ok()) return check.status();
+    return db_->Exec("INSERT INTO meta (key, value) VALUES ('key_check', ?)", {*check});
+  }
+  auto text = secretsd::Open(key_, (*rows)[0][0], kKeyCheckAad);
+  if (!text.ok() || *text != kKeyCheckText) {
+    return absl::FailedPreconditionError(
+        "this key does not open the secrets in the state file (it is not the key they were "
+        "sealed with); restore the original key file");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SecretStore::Row>> SecretStore::Rows(
+    const std::string& where, const std::vector<SqlValue>& params) {
+  auto rows = db_->Query(absl::StrCat("SELECT serial, id, scope, sandbox, service, env, hosts, "
+                                      "sentinel, sealed, created_at FROM secrets WHERE ",
+                                      where, " ORDER BY id"),
+                         params);
+  if (!rows.ok()) return rows.status();
+  std::vector<Row> out;
+  for (auto& r : *rows) {
+    Row row;
+    if (!absl::SimpleAtoi(r[0], &row.serial) || !absl::SimpleAtoi(r[9], &row.created_at)) {
+      return absl::DataLossError(absl::StrCat("stored secret ", r[1], " has a malformed row"));
+    }
+    row.id = r[1];
+    row.scope = r[2] == "global" ? Scope::kGlobal : Scope::kSandbox;
+    row.sandbox = r[3];
+    row.service = r[4];
+    row.env = r[5];
+    row.hosts = r[6];
+    row.sentinel = r[7];
+    row.sealed = std::move(r[8]);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+SecretInfo SecretStore::ToInfo(const Row& row) {
+  SecretInfo info;
+  info.id = row.id;
+  info.scope = row.scope;
+  info.sandbox = row.sandbox;
+  info.service = row.service;
+  info.sentinel = row.sentinel;
+  info.created_at = row.created_at;
+  if (row.service.empty()) {
+    info.env = {row.env};
+    if (!row.hosts.empty()) info.hosts = absl::StrSplit(row.hosts, '\n');
+  } else if (const ServiceDef* def = FindService(row.service); def != nullptr) {
+    // A service's variables and hosts come from the table of this binary,
+    // so a service's new host applies to secrets stored before.
+    info.env = def->env;
+    info.hosts = def->HostNames();
+  }
+  return info;
+}
+
+absl::StatusOr<std::string> SecretStore::NewPlaceholder() {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  constexpr unsigned kAlphabetSize = sizeof(kAlphabet) - 1;
+  // Bytes at or above the largest multiple of 36 are dropped, so every
+  // character is uniform (about 5.2 bits each, 124 bits in all).
+  constexpr unsigned kLimit = 256 - 256 % kAlphabetSize;
+  std::string out = kPlaceholderPrefix;
+  while (out.size() < sizeof(kPlaceholderPrefix) - 1 + kPlaceholderRandomChars) {
+    auto bytes = RandomBytes(32);
+    if (!bytes.ok()) return bytes.status();
+    for (unsigned char b : *bytes) {
+      if (b >= kLimit) continue;
+      out.push_back(kAlphabet[b % kAlphabetSize]);
+      if (out.size() == sizeof(kPlaceholderPrefix) - 1 + kPlaceholderRandomChars) break;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<SecretInfo> SecretStore::Set(const SecretSpec& spec) {
+  auto hosts = ValidateSpec(spec);
+  if (!hosts.ok()) return hosts.status();
+  const bool custom = spec.service.empty();
+  const std::string id =
+      absl::StrCat(custom ? absl::StrCat("custom:", spec.env) : spec.service, "@",
+                   spec.scope == Scope::kGlobal ? "global" : spec.sandbox);
+  const std::string env = custom ? spec.env : "";
+  const std::string hosts_text = absl::StrJoin(*hosts, "\n");
+
+  std::lock_guard<std::mutex> lock(mu_);
+  auto existing = Rows("id = ?", {id});
+  if (!existing.ok()) return existing.status();
+  std::string sentinel = kProxyManaged;
+  if (custom) {
+    if (!spec.placeholder.empty()) {
+      sentinel = spec.placeholder;
+    } else if (!existing->empty()) {
+      sentinel = (*existing)[0].sentinel;
+    } else {
+      auto fresh = NewPlaceholder();
+      if (!fresh.ok()) return fresh.status();
+      sentinel = *fresh;
+    }
+    // proxyd swaps a custom secret's placeholder for its value, so one
+    // placeholder must stand for one variable.
+    auto clash = db_->Query(
+        "SELECT id FROM secrets WHERE sentinel = ? AND service = '' AND env != ? LIMIT 1",
+        {sentinel, env});
+    if (!clash.ok()) return clash.status();
+    if (!clash->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placeholder is already used by secret ", (*clash)[0][0], "; choose another"));
+    }
+  }
+  auto sealed = Seal(key_, spec.value, id);
+  if (!sealed.ok()) return sealed.status();
+  const int64_t now = Now();
+  absl::Status s;
+  if (existing->empty()) {
+    s = db_->Exec(
+        "INSERT INTO secrets (id, scope, sandbox, service, env, hosts, sentinel, sealed, "
+        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        {id, std::string(ScopeText(spec.scope)), spec.scope == Scope::kSandbox ? spec.sandbox : "",
+         spec.service, env, hosts_text, sentinel, *sealed, now});
+  } else {
+    // Same serial: sandboxes that got this global keep getting it (a
+    // rotated key reaches them on their next request).
+    s = db_->Exec(
+        "UPDATE secrets SET hosts = ?, sentinel = ?, sealed = ?, created_at = ? WHERE id = ?",
+        {hosts_text, sentinel, *sealed, now, id});
+  }
+  if (!s.ok()) return s;
+  Row row;
+  row.id = id;
+  row.scope = spec.scope;
+  row.sandbox = spec.scope == Scope::kSandbox ? spec.sandbox : "";
+  row.service = spec.service;
+  row.env = env;
+  row.hosts = hosts_text;
+  row.sentinel = sentinel;
+  row.created_at = now;
+  return ToInfo(row);
+}
+
+absl::StatusOr<bool> SecretStore::Registered(const std::string& sandbox) {
+  auto rows = db_->Query("SELECT 1 FROM sandboxes WHERE name = ?", {sandbox});
+  if (!rows.ok()) return rows.status();
+  return !rows->empty();
+}
+
+absl::StatusOr<std::vector<SecretStore::Row>> SecretStore::InEffect(const std::string& sandbox,
+                                                                    Unregistered unregistered) {
+  auto registered = Registered(sandbox);
+  if (!registered.ok()) return registered.status();
+  if (!*registered && unregistered == Unregistered::kRegister) {
+    absl::Status s = InTransaction(db_, [&] {
+      if (absl::Status r = db_->Exec(
+              "INSERT INTO sandboxes (name, registered_at) VALUES (?, ?)", {sandbox, Now()});
+          !r.ok()) {
+        return r;
+      }
+      return db_->Exec(
+          "INSERT INTO sandbox_globals (sandbox, serial) "
+          "SELECT ?, serial FROM secrets WHERE scope = 'global'",
+          {sandbox});
+    });
+    if (!s.ok()) return s;
+    *registered = true;
+  }
+  auto own = Rows("scope = 'sandbox' AND sandbox = ?", {sandbox});
+  if (!own.ok()) return own;
+  absl::StatusOr<std::vector<Row>> globals;
+  if (*registered) {
+    globals = Rows(
+        "scope = 'global' AND serial IN (SELECT serial FROM sandbox_globals WHERE sandbox = ?)",
+        {sandbox});
+  } else if (unregistered == Unregistered::kAllGlobals) {
+    globals = Rows("scope = 'global'", {});
+  } else {
+    globals = std::vector<Row>();
+  }
+  if (!globals.ok()) return globals;
+
+  std::set<std::string> taken;
+  std::vector<Row> out;
+  for (auto* list : {&*own, &*globals}) {
+    for (auto& row : *list) {
+      if (taken.insert(PrecedenceKey(row.service, row.env)).second) out.push_back(std::move(row));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<SecretInfo>> SecretStore::List(const std::string& sandbox) {
+  if (!sandbox.empty()) {
+    if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = sandbox.empty() ? Rows("1", {}) : InEffect(sandbox, Unregistered::kAllGlobals);
+  if (!rows.ok()) return rows.status();
+  std::vector<SecretInfo> out;
+  for (const auto& r : *rows) {
+    out.push_back(ToInfo(r));
+  }
+  return out;
+}
+
+absl::Status SecretStore::Delete(const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError("id is required");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = db_->Exec("DELETE FROM secrets WHERE id = ?", {id}); !s.ok()) return s;
+  if (db_->Changes() == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("no secret with id ", QuoteForMessage(id), " (see `airlock secret ls`)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, std::string>> SecretStore::Sentinels(
+    const std::string& sandbox) {
+  if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = InEffect(sandbox, Unregistered::kRegister);
+  if (!rows.ok()) return rows.status();
+  std::map<std::string, std::string> env;
+  for (const auto& r : *rows) {
+    if (r.service.empty()) {
+      env.emplace(r.env, r.sentinel);
+    } else if (const ServiceDef* def = FindService(r.service); def != nullptr) {
+      for (const auto& e : def->env) env.emplace(e, r.sentinel);
+    }
+  }
+  return env;
+}
+
+absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& sandbox,
+                                                             const std::string& host) {
+  if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
+  auto h = NormalizeRequestHost(host);
+  if (!h.ok()) return h.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = InEffect(sandbox, Unregistered::kNoGlobals);
+  if (!rows.ok()) return rows.status();
+  std::vector<Credential> out;
+  for (const auto& r : *rows) {
+    std::string format;
+    if (r.service.empty()) {
+      for (absl::string_view pattern : absl::StrSplit(r.hosts, '\n')) {
+        if (HostMatches(pattern, *h)) format = kFormatReplace;
+      }
+    } else if (const ServiceDef* def = FindService(r.service); def != nullptr) {
+      for (const auto& sh : def->hosts) {
+        if (format.empty() && HostMatches(sh.host, *h)) format = sh.format;
+      }
+    }
+    if (format.empty()) continue;
+    auto value = secretsd::Open(key_, r.sealed, r.id);
+    if (!value.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("secret ", r.id, " cannot be decrypted: ", value.status().message()));
+    }
+    out.push_back(Credential{r.id, r.sentinel, std::move(*value), format});
+  }
+  return out;
+}
+
+absl::StatusOr<bool> SecretStore::ForgetSandbox(const std::string& sandbox) {
+  if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = db_->Exec("DELETE FROM sandboxes WHERE name = ?", {sandbox}); !s.ok()) {
+    return s;
+  }
+  return db_->Changes() > 0;
+}
+
+}  // namespace airlock::secretsd

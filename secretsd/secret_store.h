@@ -1,0 +1,139 @@
+// secretsd's durable secrets: values sealed with AES-256-GCM in the
+// daemon's SQLite file, the sandboxes' view of them (own plus the globals
+// that existed when the sandbox was created), and plaintext resolution.
+#ifndef AIRLOCK_SECRETSD_SECRET_STORE_H_
+#define AIRLOCK_SECRETSD_SECRET_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/state_db.h"
+#include "secretsd/crypto.h"
+
+namespace airlock::secretsd {
+
+enum class Scope { kUnspecified, kGlobal, kSandbox };
+
+// The sentinel of built-in service secrets: proxyd places the value by
+// host, so the guest needs no per-secret marker.
+inline constexpr char kProxyManaged[] = "proxy-managed";
+
+// SecretSpec is a Set request as a caller writes it, before validation:
+// either `service`, or the custom fields `env`, `hosts`, `placeholder`.
+struct SecretSpec {
+  Scope scope = Scope::kUnspecified;
+  std::string sandbox;
+  std::string service;
+  std::string value;
+  std::string env;
+  std::vector<std::string> hosts;
+  std::string placeholder;
+};
+
+// SecretInfo is what anyone may see of a secret: never its value.
+struct SecretInfo {
+  std::string id;
+  Scope scope = Scope::kUnspecified;
+  std::string sandbox;  // empty for kGlobal
+  std::string service;  // empty for a custom secret
+  std::vector<std::string> env;
+  std::vector<std::string> hosts;
+  std::string sentinel;
+  int64_t created_at = 0;
+};
+
+// Credential is one secret's plaintext for one host, and how proxyd places
+// it (see services.h for the formats).
+struct Credential {
+  std::string id;
+  std::string sentinel;
+  std::string value;
+  std::string format;
+};
+
+// SecretStore is thread-safe. Ids are "<service>@global",
+// "<service>@<sandbox>", "custom:<ENV>@global" and "custom:<ENV>@<sandbox>"
+// (no sandbox may be named "global").
+//
+// Scopes: a sandbox secret applies to its sandbox at once. A global secret
+// applies to sandboxes created after it was set: the first Sentinels call
+// for a sandbox name registers it ("created now") together with the global
+// secrets that exist at that moment, and from then on that sandbox sees
+// only those globals (as long as they exist; replacing a global keeps it,
+// deleting it ends it, setting it again later is a new secret). A sandbox
+// secret wins over a global one for the same service or custom env.
+class SecretStore {
+ public:
+  // Open applies the schema to `db` and loads the key at `key_file`. A
+  // missing key file is created (0600) only while the database holds no
+  // sealed data; otherwise its absence is an error, as is a key that does
+  // not open what the database already holds.
+  static absl::StatusOr<std::unique_ptr<SecretStore>> Open(StateDb* db,
+                                                           const std::string& key_file);
+
+  // Set validates `spec` and stores it, replacing the secret with the same
+  // id (a custom secret keeps its sentinel unless a placeholder is given).
+  // INVALID_ARGUMENT names the offending field, never the value.
+  absl::StatusOr<SecretInfo> Set(const SecretSpec& spec);
+
+  // List returns every secret (empty `sandbox`), or the ones in effect for
+  // `sandbox`: its own plus its registered globals, or, for a sandbox not
+  // registered yet, plus the globals it would get if created now.
+  absl::StatusOr<std::vector<SecretInfo>> List(const std::string& sandbox);
+
+  // Delete removes the secret `id`; NOT_FOUND when there is none. The next
+  // Resolve no longer returns it.
+  absl::Status Delete(const std::string& id);
+
+  // Sentinels registers `sandbox` if it is not registered yet and returns
+  // the guest environment for it: every env variable of every secret in
+  // effect, mapped to that secret's sentinel.
+  absl::StatusOr<std::map<std::string, std::string>> Sentinels(const std::string& sandbox);
+
+  // Resolve returns the plaintext credentials in effect for `sandbox` whose
+  // hosts match `host`. Callers must have established that proxyd asks.
+  // A sandbox never registered by Sentinels gets only its own secrets.
+  absl::StatusOr<std::vector<Credential>> Resolve(const std::string& sandbox,
+                                                  const std::string& host);
+
+  // ForgetSandbox drops the registration of `sandbox` (which globals it
+  // got), so the next Sentinels call for that name counts as a new
+  // sandbox. vmmd calls it when it removes a sandbox. Its own
+  // sandbox-scoped secrets stay until deleted. Returns whether there was
+  // a registration.
+  absl::StatusOr<bool> ForgetSandbox(const std::string& sandbox);
+
+ private:
+  struct Row;
+  // What InEffect does for a sandbox that Sentinels never registered.
+  enum class Unregistered {
+    kRegister,    // register it now (Sentinels)
+    kAllGlobals,  // show the globals it would get if registered now (List)
+    kNoGlobals,   // give it no globals: its guest holds no sentinel (Resolve)
+  };
+
+  SecretStore(StateDb* db, SecretKey key) : db_(db), key_(std::move(key)) {}
+  absl::Status CheckKey();
+  absl::StatusOr<std::vector<Row>> Rows(const std::string& where,
+                                        const std::vector<SqlValue>& params);
+  absl::StatusOr<bool> Registered(const std::string& sandbox);
+  // InEffect is the secrets that apply to `sandbox`, a sandbox secret
+  // hiding the global one with the same service or custom env.
+  absl::StatusOr<std::vector<Row>> InEffect(const std::string& sandbox,
+                                            Unregistered unregistered);
+  static SecretInfo ToInfo(const Row& row);
+  static absl::StatusOr<std::string> NewPlaceholder();
+
+  StateDb* db_;
+  SecretKey key_;
+  std::mutex mu_;
+};
+
+}  // namespace airlock::secretsd
+
+#endif  // AIRLOCK_SECRETSD_SECRET_STORE_H_
