@@ -30,8 +30,7 @@ usage: bench/egress_bench.py [--concurrency N] [--duration S] [--mib N]
                              [--squid PATH] [--keep]
 """
 import argparse
-import ctypes
-import fcntl
+import json
 import os
 import select
 import shutil
@@ -135,68 +134,6 @@ def read_line(proc, seconds):
     return buf.decode(errors="replace").split("\n")[0]
 
 
-def unblock_channel(pid, sock_path, stop, notes):
-    """Workaround for egress_harness, a no-op once it is fixed.
-
-    egress_harness hands the agent-channel connection it accepted to
-    grpc::AddInsecureChannelFromFd while the socket is still blocking; gRPC
-    then blocks in recvmsg() for good and the attachment never becomes ready
-    (proxyd's Attach fails after 30 s). The guest agent sets O_NONBLOCK
-    first (guest/channel.cc). Until the harness does, this sets O_NONBLOCK on
-    that socket from outside (pidfd_getfd shares the open file description)
-    and stops and continues the harness so a read already blocked restarts
-    and sees the flag."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    pidfd = libc.syscall(434, pid, 0)  # pidfd_open
-    if pidfd < 0:
-        notes.append(f"harness workaround: pidfd_open: {os.strerror(ctypes.get_errno())}")
-        return
-    seen = set()
-    try:
-        while not stop.is_set():
-            inodes = set()
-            try:
-                for row in open("/proc/net/unix").read().splitlines()[1:]:
-                    f = row.split()
-                    # Accepted connections carry the listener's path; state 03 is connected.
-                    if len(f) >= 8 and f[7] == sock_path and f[5] == "03":
-                        inodes.add(f"socket:[{f[6]}]")
-                fds = os.listdir(f"/proc/{pid}/fd")
-            except OSError:
-                return
-            for name in fds:
-                try:
-                    link = os.readlink(f"/proc/{pid}/fd/{name}")
-                except OSError:
-                    continue
-                if link not in inodes or link in seen:
-                    continue
-                seen.add(link)
-                fd = libc.syscall(438, pidfd, int(name), 0)  # pidfd_getfd
-                if fd < 0:
-                    notes.append(f"harness workaround: pidfd_getfd: {os.strerror(ctypes.get_errno())}")
-                    continue
-                try:
-                    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-                    if flags & os.O_NONBLOCK:
-                        continue
-                    fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
-                finally:
-                    os.close(fd)
-                os.kill(pid, signal.SIGSTOP)
-                for _ in range(200):  # a SIGCONT before the stop lands would cancel it
-                    if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T":
-                        break
-                    time.sleep(0.005)
-                os.kill(pid, signal.SIGCONT)
-                notes.append("note: applied a workaround for egress_harness's blocking agent-"
-                             "channel socket (see unblock_channel)")
-            stop.wait(0.02)
-    finally:
-        os.close(pidfd)
-
-
 def cpu_seconds(pids):
     """{name: utime + stime in seconds} of live processes {name: pid}; None
     when one is gone."""
@@ -208,6 +145,23 @@ def cpu_seconds(pids):
             return None
         out[name] = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
     return out
+
+
+def host_busy_seconds():
+    """CPU seconds the whole host has spent busy (all CPUs), from /proc/stat."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return (sum(f[:8]) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds(pids):
+    """CPU seconds of this script and of the live processes in `pids`."""
+    t = os.times()
+    live = {}
+    for name, pid in pids.items():
+        c = cpu_seconds({name: pid})
+        if c:
+            live.update(c)
+    return t.user + t.system + sum(live.values())
 
 
 # ---------------------------------------------------------------- the client
@@ -421,8 +375,8 @@ def report_rps(title, res, cpu):
     ]
     table(rows, cols + ["proxyd/direct", "proxyd/squid"])
     if per_req("proxyd") is not None:
-        print(f"  proxyd column CPU per request: proxyd {per_req('proxyd', 'proxyd'):.2f} ms, "
-              f"egress_harness {per_req('proxyd', 'egress_harness'):.2f} ms")
+        print("  proxyd column CPU per request: " + ", ".join(
+            f"{k} {per_req('proxyd', k):.2f} ms" for k in cpu["proxyd"]))
     for c in cols:
         if c in r and r[c]["errors"]:
             print(f"  {c} errors, first: {r[c]['errors'][0]}")
@@ -490,6 +444,7 @@ max_filedescriptors 4096
 # ---------------------------------------------------------------- main
 
 squid_proc = None
+signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # still clean up
 try:
     # A test CA and an upstream certificate for HOST.
     sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key "
@@ -518,17 +473,9 @@ try:
                                 "--root", tmp + "/groot"],
                                stdout=subprocess.PIPE, stderr=open(tmp + "/harness.log", "w"))
     children.append(("egress_harness", harness))
-    stop_fix = threading.Event()
-    fixes = []
-    fixer = threading.Thread(target=unblock_channel,
-                             args=(harness.pid, tmp + "/egress.sock", stop_fix, fixes))
-    fixer.start()
     line = read_line(harness, 60)  # proxyd waits 30 s for the attachment
-    stop_fix.set()
-    fixer.join()
     if not line.startswith("forward_port="):
-        sys.exit(f"egress_harness did not attach: {line!r} {open(tmp + '/harness.log').read()}"
-                 + "".join(f"\n{f}" for f in fixes))
+        sys.exit(f"egress_harness did not attach: {line!r} {open(tmp + '/harness.log').read()}")
     forward_port = int(line.split("=", 1)[1])
     proxyd_pid = int(open(run_dir + "/proxyd.pid").read().strip())
     proxyd_ca = state_dir + "/ca/ca.crt"
@@ -553,10 +500,11 @@ try:
         ver = subprocess.run([args.squid, "-v"], capture_output=True, text=True).stdout.split("\n")[0]
         print(f"squid column: {ver}, ssl-bump (client-first) for HTTPS, a plain port for "
               "CONNECT, no cache,\n  no upstream connection reuse (like proxyd)")
-    print("Python's own client (and upstream) overhead is in all three columns alike.")
-    print("proxy CPU per request: proxyd + egress_harness for proxyd, the squid process for squid")
-    for f in fixes:
-        print(f)
+    print("Python's own client (and upstream) overhead is in all three columns alike; the "
+          "upstream does its TLS\n  handshakes one at a time (in its accept loop) for every "
+          "column.")
+    print("proxy CPU per request: proxyd + egress_harness + secretsd (asked for credentials on "
+          "each request) for\n  proxyd, the squid process for squid")
     print()
 
     def measure_rps(title, port, tls, ways):
@@ -578,9 +526,22 @@ try:
         print()
 
     proxyd_pids = {"proxyd": proxyd_pid, "egress_harness": harness.pid}
+    try:  # proxyd asks secretsd for the credentials of every request it decides
+        proxyd_pids["secretsd"] = int(open(run_dir + "/secretsd.pid").read().strip())
+    except (OSError, ValueError):
+        pass
     squid_pids = {"squid": squid_proc.pid} if squid_proc else {}
 
-    measure_rps(f"1. plain HTTP GET (small body), a new connection per request", http_port, False, [
+    # Everything this run started, to tell the host's other load apart.
+    ours = {f"{n}-{p.pid}": p.pid for n, p in children}
+    for name in ("vmmd", "proxyd", "policyd", "gitd", "secretsd"):
+        try:
+            ours[name] = int(open(f"{run_dir}/{name}.pid").read().strip())
+        except (OSError, ValueError):
+            pass
+    busy0, own0, t0 = host_busy_seconds(), own_cpu_seconds(ours), time.monotonic()
+
+    measure_rps("1. plain HTTP GET (small body), a new connection per request", http_port, False, [
         ("direct", Way("direct"), None),
         ("proxyd", Way("proxyd", forward_port), proxyd_pids),
         ("squid", Way("squid", squid_plain) if squid_proc else None, squid_pids),
@@ -614,12 +575,28 @@ try:
         if c in details:
             print(f"  {c} runs: " + ", ".join(f"{x:.1f}" for x in details[c]) + " MiB/s")
 
-    # What proxyd said while under load.
+    other = (host_busy_seconds() - busy0) - (own_cpu_seconds(ours) - own0)
+    wall = time.monotonic() - t0
+    print(f"\nother processes on the host used {max(other, 0):.1f} CPU-s during the "
+          f"{wall:.0f} s of runs ({max(other, 0) / wall * 100:.0f}% of one CPU); "
+          f"figures are unreliable when that is high")
+
+    # What proxyd said while under load: its warnings and errors by message.
     try:
         log = open(state_dir + "/logs/proxyd.log", errors="replace").read().splitlines()
-        noisy = [l for l in log if any(w in l.lower() for w in ("error", "warn"))]
-        print(f"\nproxyd log: {len(log)} lines, {len(noisy)} warning/error lines"
-              + (f"; last: {noisy[-1][:300]}" if noisy else ""))
+        by_msg = {}
+        for l in log:
+            try:
+                e = json.loads(l)
+            except ValueError:
+                continue
+            if e.get("level") in ("warning", "warn", "error"):
+                by_msg.setdefault((e["level"], e.get("msg", "")), []).append(e)
+        print(f"proxyd log: {len(log)} lines, "
+              f"{sum(len(v) for v in by_msg.values())} warnings/errors")
+        for (level, msg), es in sorted(by_msg.items(), key=lambda kv: -len(kv[1]))[:5]:
+            print(f"  {len(es)} x {level}: {msg}" + (f" ({es[-1]['error'][:200]})"
+                                                      if "error" in es[-1] else ""))
     except OSError:
         pass
 finally:

@@ -8,6 +8,7 @@
 //
 // usage: egress_harness --proxyd-socket PATH --socket PATH --sandbox NAME
 //                       --root DIR
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -41,6 +42,9 @@ void ServeHello(grpc::Server* server, int listen_fd) {
     }
     std::string ok = std::string(airlock::guest::kOkPrefix) + line.substr(prefix.size()) + "\n";
     airlock::WriteAll(fd, ok);
+    // gRPC's poller needs a non-blocking socket (guest/channel.cc does the
+    // same); a blocking one wedges its first read.
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     grpc::AddInsecureChannelFromFd(server, fd);
   }
 }
@@ -92,7 +96,7 @@ int main(int argc, char** argv) {
   grpc::Status s = proxy->Attach(&ctx, req, &resp);
   if (!s.ok()) {
     std::cerr << "attach: " << s.error_message() << "\n";
-    return 1;
+    _exit(1);  // gRPC's threads would keep a plain return from ending the process
   }
   std::cout << "forward_port=" << egress.forward_port() << std::endl;
   pause();

@@ -77,6 +77,7 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   uint64_t revision = 0;
   std::set<grpc::ClientContext*> calls;  // cancelled on Stop
   std::atomic<uint64_t> open{0};
+  std::atomic<int64_t> last_secrets_warning{0};
 
   bool Stopping() const {
     std::lock_guard<std::mutex> lock(mu);
@@ -342,8 +343,13 @@ std::vector<Placement> Attachment::State::Credentials(const std::string& host) {
   airlock::secrets::v1::ResolveResponse resp;
   grpc::Status s = stub->Resolve(&ctx, req, &resp);
   if (!s.ok()) {
-    AIRLOCK_LOG_WARN("cannot resolve credentials; the request goes without",
-                     {{"sandbox", sandbox}, {"host", host}, {"error", s.error_message()}});
+    // Once every 10 s at most: a secretsd that is down must not flood the log.
+    int64_t now = NowMs();
+    int64_t last = last_secrets_warning.load();
+    if (now - last > 10000 && last_secrets_warning.compare_exchange_strong(last, now)) {
+      AIRLOCK_LOG_WARN("cannot resolve credentials; requests go without them",
+                       {{"sandbox", sandbox}, {"host", host}, {"error", s.error_message()}});
+    }
     return out;
   }
   for (const auto& c : resp.credentials()) {
