@@ -106,8 +106,8 @@ absl::StatusOr<std::string> Seal(const SecretKey& key, absl::string_view plainte
                         static_cast<int>(plaintext.size())) != 1 ||
       EVP_EncryptFinal_ex(ctx->get(), body + len, &fin) != 1 ||
       static_cast<size_t>(len + fin) != plaintext.size() ||
-      EVP_CIPHER_CTX_ctrl(ctx->get(), EVP_CTRL_GCM_GET_TAG, kTagSize,
-                          body + plaintext.size()) != 1) {
+      EVP_CIPHER_CTX_ctrl(ctx->get(), EVP_CTRL_GCM_GET_TAG, kTagSize, body + plaintext.size()) !=
+          1) {
     OPENSSL_cleanse(out.data(), out.size());
     return absl::InternalError("AES-256-GCM encryption failed");
   }
@@ -117,8 +117,8 @@ absl::StatusOr<std::string> Seal(const SecretKey& key, absl::string_view plainte
 absl::StatusOr<std::string> Open(const SecretKey& key, absl::string_view sealed,
                                  absl::string_view aad) {
   if (sealed.size() < kNonceSize + kTagSize) {
-    return absl::DataLossError(absl::StrCat("sealed value is ", sealed.size(),
-                                            " bytes, shorter than nonce and tag"));
+    return absl::DataLossError(
+        absl::StrCat("sealed value is ", sealed.size(), " bytes, shorter than nonce and tag"));
   }
   if (sealed.size() > kMaxInput || aad.size() > kMaxInput) {
     return absl::InvalidArgumentError("input too large to open");
@@ -133,11 +133,11 @@ absl::StatusOr<std::string> Open(const SecretKey& key, absl::string_view sealed,
   uint8_t* out = reinterpret_cast<uint8_t*>(plain.data());
   int len = 0;
   int fin = 0;
-  bool ok = EVP_DecryptUpdate(ctx->get(), out, &len, Bytes(body),
-                              static_cast<int>(body.size())) == 1 &&
-            EVP_CIPHER_CTX_ctrl(ctx->get(), EVP_CTRL_GCM_SET_TAG, kTagSize, tag.data()) == 1 &&
-            EVP_DecryptFinal_ex(ctx->get(), out + len, &fin) == 1 &&
-            static_cast<size_t>(len + fin) == body.size();
+  bool ok =
+      EVP_DecryptUpdate(ctx->get(), out, &len, Bytes(body), static_cast<int>(body.size())) == 1 &&
+      EVP_CIPHER_CTX_ctrl(ctx->get(), EVP_CTRL_GCM_SET_TAG, kTagSize, tag.data()) == 1 &&
+      EVP_DecryptFinal_ex(ctx->get(), out + len, &fin) == 1 &&
+      static_cast<size_t>(len + fin) == body.size();
   if (!ok) {
     // Plaintext produced before the tag check must never escape.
     OPENSSL_cleanse(plain.data(), plain.size());

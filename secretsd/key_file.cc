@@ -2,11 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <openssl/crypto.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -48,7 +47,14 @@ std::string DirOf(const std::string& path) {
 absl::StatusOr<SecretKey> LoadKeyFile(const std::string& path) {
   Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no key file at ", path));
+    if (errno == ENOENT) {
+      struct stat link;
+      if (lstat(path.c_str(), &link) == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("key file ", path, " is a symlink to a file that does not exist"));
+      }
+      return absl::NotFoundError(absl::StrCat("no key file at ", path));
+    }
     return absl::InvalidArgumentError(absl::StrCat("cannot open key file ", path, ": ", Errno()));
   }
   struct stat st;
@@ -62,8 +68,8 @@ absl::StatusOr<SecretKey> LoadKeyFile(const std::string& path) {
   // (or writable, so it could be swapped) is refused, never "fixed" here.
   if ((st.st_mode & 077) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "key file %s has mode %04o, which lets group or others access it; run chmod 600 %s",
-        path, st.st_mode & 07777, path));
+        "key file %s has mode %04o, which lets group or others access it; run chmod 600 %s", path,
+        st.st_mode & 07777, path));
   }
   if (static_cast<size_t>(st.st_size) != kKeySize) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -102,12 +108,10 @@ absl::StatusOr<SecretKey> CreateKeyFile(const std::string& path) {
   std::string tmp = absl::StrCat(path, ".tmp-", getpid());
   Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (fd.get() < 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot create key file ", tmp, ": ", Errno()));
+    return absl::InternalError(absl::StrCat("cannot create key file ", tmp, ": ", Errno()));
   }
   // umask can only remove bits; fchmod makes the mode exactly 0600.
-  bool ok = fchmod(fd.get(), 0600) == 0 && WriteAll(fd.get(), key->bytes()) &&
-            fsync(fd.get()) == 0;
+  bool ok = fchmod(fd.get(), 0600) == 0 && WriteAll(fd.get(), key->bytes()) && fsync(fd.get()) == 0;
   std::string err = Errno();
   if (close(fd.release()) != 0) ok = false;
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {

@@ -11,7 +11,8 @@
 namespace airlock::secretsd {
 
 // LoadKeyFile reads the key at `path` (symlinks followed, so a mounted
-// secret works). NOT_FOUND when there is no file; INVALID_ARGUMENT, naming
+// secret works). NOT_FOUND when there is no file (a dangling symlink is
+// INVALID_ARGUMENT, so it is never replaced by a new key); INVALID_ARGUMENT, naming
 // the file and the fix, when it is not a regular file, when its mode
 // grants group or others any access, or when it is not exactly kKeySize
 // bytes.

@@ -1,13 +1,45 @@
 // secretsd: the encrypted secret store; resolves plaintext for proxyd only.
-//
-// This release serves the daemon runtime (health, reflection, info) and the
-// airlock::secrets::v1 API, whose methods answer UNIMPLEMENTED until they are built.
+// This file only reads options and wires objects.
+#include <unistd.h>
+
 #include "common/daemon_runtime.h"
-#include "protos/secrets/v1/secrets.grpc.pb.h"
+#include "common/log.h"
+#include "secretsd/resolver_auth.h"
+#include "secretsd/secret_store.h"
+#include "secretsd/secrets_service.h"
 
 int main(int argc, char** argv) {
-  airlock::secrets::v1::Secrets::Service service;
-  return airlock::DaemonMain("secretsd", argc, argv, {}, [&](airlock::DaemonRuntime& rt) {
+  std::vector<airlock::OptionSpec> options = {
+      {"key-file",
+       "32-byte AES-256 key, mode 0600; created on first start (default: "
+       "<state-dir>/secrets.key)",
+       ""},
+      {"proxyd-exe",
+       "the proxyd binary allowed to resolve secrets over the Unix socket (default: proxyd "
+       "beside secretsd, or ../proxyd/proxyd from it)",
+       ""},
+      {"proxyd-tls-name", "client certificate common name of proxyd on --listen-tcp", "proxyd"},
+  };
+  return airlock::DaemonMain("secretsd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
+    namespace sd = airlock::secretsd;
+    const airlock::DaemonConfig& c = rt.config();
+    std::string key_file =
+        c.options.at("key-file").empty() ? c.state_dir + "/secrets.key" : c.options.at("key-file");
+    auto self = sd::CanonicalPath("/proc/self/exe");
+    if (!self.ok()) return self.status();
+    auto proxyd = sd::FindProxydExecutable(c.options.at("proxyd-exe"), *self);
+    if (!proxyd.ok()) return proxyd.status();
+    if (proxyd->empty()) {
+      AIRLOCK_LOG_WARN(
+          "no proxyd binary found beside secretsd; every Resolve over the Unix "
+          "socket will be refused (set --proxyd-exe)");
+    }
+
+    auto store = sd::SecretStore::Open(&rt.state(), key_file);
+    if (!store.ok()) return store.status();
+    sd::SecretsService service(
+        store->get(), sd::ResolverPolicy{geteuid(), *proxyd, c.options.at("proxyd-tls-name")});
+    AIRLOCK_LOG_INFO("secret store open", {{"key_file", key_file}, {"proxyd_exe", *proxyd}});
     return rt.Serve({&service});
   });
 }

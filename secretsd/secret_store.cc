@@ -112,24 +112,24 @@ absl::StatusOr<std::vector<std::string>> ValidateSpec(const SecretSpec& spec) {
         "a service alone, or env and hosts");
   }
   if (spec.service.empty() && !custom) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "service is empty and no custom env and hosts are given; built-in services: ",
-        KnownServices()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("service is empty and no custom env and hosts are given; built-in services: ",
+                     KnownServices()));
   }
   std::vector<std::string> hosts;
   if (!spec.service.empty()) {
     if (FindService(spec.service) == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("service ", QuoteForMessage(spec.service),
-                                                     " is not built in; built-in services: ",
-                                                     KnownServices()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("service ", QuoteForMessage(spec.service),
+                       " is not built in; built-in services: ", KnownServices()));
     }
     return hosts;
   }
   if (absl::Status s = ValidateEnvName(spec.env); !s.ok()) return s;
   if (const ServiceDef* owner = ServiceOwningEnv(spec.env); owner != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("env ", spec.env, " belongs to built-in service ",
-                                                   owner->name, "; set service=", owner->name,
-                                                   " instead"));
+    return absl::InvalidArgumentError(absl::StrCat("env ", spec.env,
+                                                   " belongs to built-in service ", owner->name,
+                                                   "; set service=", owner->name, " instead"));
   }
   if (spec.hosts.empty()) {
     return absl::InvalidArgumentError("hosts: a custom secret needs at least one host");
@@ -269,9 +269,8 @@ absl::StatusOr<SecretInfo> SecretStore::Set(const SecretSpec& spec) {
   auto hosts = ValidateSpec(spec);
   if (!hosts.ok()) return hosts.status();
   const bool custom = spec.service.empty();
-  const std::string id =
-      absl::StrCat(custom ? absl::StrCat("custom:", spec.env) : spec.service, "@",
-                   spec.scope == Scope::kGlobal ? "global" : spec.sandbox);
+  const std::string id = absl::StrCat(custom ? absl::StrCat("custom:", spec.env) : spec.service,
+                                      "@", spec.scope == Scope::kGlobal ? "global" : spec.sandbox);
   const std::string env = custom ? spec.env : "";
   const std::string hosts_text = absl::StrJoin(*hosts, "\n");
 
@@ -296,8 +295,8 @@ absl::StatusOr<SecretInfo> SecretStore::Set(const SecretSpec& spec) {
         {sentinel, env});
     if (!clash.ok()) return clash.status();
     if (!clash->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "placeholder is already used by secret ", (*clash)[0][0], "; choose another"));
+      return absl::InvalidArgumentError(absl::StrCat("placeholder is already used by secret ",
+                                                     (*clash)[0][0], "; choose another"));
     }
   }
   auto sealed = Seal(key_, spec.value, id);
@@ -342,8 +341,8 @@ absl::StatusOr<std::vector<SecretStore::Row>> SecretStore::InEffect(const std::s
   if (!registered.ok()) return registered.status();
   if (!*registered && unregistered == Unregistered::kRegister) {
     absl::Status s = InTransaction(db_, [&] {
-      if (absl::Status r = db_->Exec(
-              "INSERT INTO sandboxes (name, registered_at) VALUES (?, ?)", {sandbox, Now()});
+      if (absl::Status r = db_->Exec("INSERT INTO sandboxes (name, registered_at) VALUES (?, ?)",
+                                     {sandbox, Now()});
           !r.ok()) {
         return r;
       }
@@ -424,8 +423,10 @@ absl::StatusOr<std::map<std::string, std::string>> SecretStore::Sentinels(
 absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& sandbox,
                                                              const std::string& host) {
   if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
+  if (host.empty()) return absl::InvalidArgumentError("host is required");
   auto h = NormalizeRequestHost(host);
-  if (!h.ok()) return h.status();
+  // Host patterns are DNS names, so anything else has no credential.
+  if (!h.ok()) return std::vector<Credential>();
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = InEffect(sandbox, Unregistered::kNoGlobals);
   if (!rows.ok()) return rows.status();
@@ -452,13 +453,19 @@ absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& 
   return out;
 }
 
-absl::StatusOr<bool> SecretStore::ForgetSandbox(const std::string& sandbox) {
-  if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
+absl::StatusOr<int> SecretStore::ForgetSandbox(const std::string& sandbox) {
+  if (sandbox.empty()) return absl::InvalidArgumentError("sandbox is required");
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = db_->Exec("DELETE FROM sandboxes WHERE name = ?", {sandbox}); !s.ok()) {
-    return s;
-  }
-  return db_->Changes() > 0;
+  int64_t deleted = 0;
+  absl::Status s = InTransaction(db_, [&] {
+    absl::Status r =
+        db_->Exec("DELETE FROM secrets WHERE scope = 'sandbox' AND sandbox = ?", {sandbox});
+    if (!r.ok()) return r;
+    deleted = db_->Changes();
+    return db_->Exec("DELETE FROM sandboxes WHERE name = ?", {sandbox});
+  });
+  if (!s.ok()) return s;
+  return static_cast<int>(deleted);
 }
 
 }  // namespace airlock::secretsd

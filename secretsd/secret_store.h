@@ -96,17 +96,19 @@ class SecretStore {
   absl::StatusOr<std::map<std::string, std::string>> Sentinels(const std::string& sandbox);
 
   // Resolve returns the plaintext credentials in effect for `sandbox` whose
-  // hosts match `host`. Callers must have established that proxyd asks.
-  // A sandbox never registered by Sentinels gets only its own secrets.
+  // hosts match `host` (case, a trailing '.' and a ":port" ignored; a host
+  // that is not a DNS name matches nothing). Callers must have established
+  // that proxyd asks. A sandbox never registered by Sentinels gets only its
+  // own secrets.
   absl::StatusOr<std::vector<Credential>> Resolve(const std::string& sandbox,
                                                   const std::string& host);
 
-  // ForgetSandbox drops the registration of `sandbox` (which globals it
-  // got), so the next Sentinels call for that name counts as a new
-  // sandbox. vmmd calls it when it removes a sandbox. Its own
-  // sandbox-scoped secrets stay until deleted. Returns whether there was
-  // a registration.
-  absl::StatusOr<bool> ForgetSandbox(const std::string& sandbox);
+  // ForgetSandbox deletes the sandbox-scoped secrets of `sandbox` and its
+  // registration (which globals it got), so a new sandbox of the same name
+  // starts afresh. vmmd calls it (the Forget RPC) when it removes a sandbox.
+  // A name with nothing stored is not an error. Returns how many secrets
+  // were deleted.
+  absl::StatusOr<int> ForgetSandbox(const std::string& sandbox);
 
  private:
   struct Row;
@@ -124,8 +126,7 @@ class SecretStore {
   absl::StatusOr<bool> Registered(const std::string& sandbox);
   // InEffect is the secrets that apply to `sandbox`, a sandbox secret
   // hiding the global one with the same service or custom env.
-  absl::StatusOr<std::vector<Row>> InEffect(const std::string& sandbox,
-                                            Unregistered unregistered);
+  absl::StatusOr<std::vector<Row>> InEffect(const std::string& sandbox, Unregistered unregistered);
   static SecretInfo ToInfo(const Row& row);
   static absl::StatusOr<std::string> NewPlaceholder();
 

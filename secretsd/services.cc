@@ -6,7 +6,9 @@ namespace airlock::secretsd {
 
 const std::vector<ServiceDef>& BuiltinServices() {
   static const std::vector<ServiceDef>* table = new std::vector<ServiceDef>{
-      {"anthropic", {"ANTHROPIC_API_KEY"}, {{"api.anthropic.com", "header:x-api-key"}},
+      {"anthropic",
+       {"ANTHROPIC_API_KEY"},
+       {{"api.anthropic.com", "header:x-api-key"}},
        "header:x-api-key"},
       {"openai", {"OPENAI_API_KEY"}, {{"api.openai.com", kFormatBearer}}, kFormatBearer},
       // The REST API takes a bearer token; git over HTTPS on github.com

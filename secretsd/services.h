@@ -9,13 +9,13 @@
 
 namespace airlock::secretsd {
 
-// Credential formats proxyd implements (see Credential.format in
-// protos/secrets/v1/secrets.proto):
-//   "bearer"          set `Authorization: Bearer <value>`
-//   "header:<name>"   set header <name> to the value
-//   "basic:<user>"    set `Authorization: Basic base64(<user>:<value>)`
-//   "replace"         replace the sentinel with the value where it appears
-// The set ones replace whatever the guest sent in that header.
+// Credential formats, as proxyd places them (proxyd/inject.h):
+//   "header:<name>"   header <name> carries the value
+//   "bearer"          `Authorization: Bearer <value>`
+//   "basic:<user>"    `Authorization: Basic base64(<user>:<value>)`
+//   "replace"         every occurrence of the sentinel becomes the value
+// The header formats fill the header when the guest left it out or sent the
+// sentinel in it; a value of the guest's own is left alone.
 inline constexpr char kFormatBearer[] = "bearer";
 inline constexpr char kFormatReplace[] = "replace";
 

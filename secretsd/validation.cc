@@ -19,11 +19,30 @@ constexpr size_t kMaxPlaceholder = 128;
 // Variables a guest needs for itself; a placeholder in one would break the
 // guest (PATH, HOME) or its egress (the proxy variables).
 constexpr const char* kReservedEnv[] = {
-    "PATH",       "HOME",        "USER",      "LOGNAME",         "SHELL",
-    "TERM",       "PWD",         "HOSTNAME",  "LANG",            "TZ",
-    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "HTTP_PROXY", "HTTPS_PROXY",
-    "FTP_PROXY",  "ALL_PROXY",   "NO_PROXY",  "SSL_CERT_FILE",   "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "PWD",
+    "HOSTNAME",
+    "LANG",
+    "TZ",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "FTP_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
 };
 
 bool ValidLabel(absl::string_view label) {
@@ -55,21 +74,23 @@ std::string QuoteForMessage(absl::string_view text) {
 }
 
 absl::Status ValidateSandboxName(absl::string_view name) {
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sandbox ", QuoteForMessage(name), " is not a valid sandbox name: ", why));
-  };
   if (name.empty()) return absl::InvalidArgumentError("sandbox is empty");
-  if (name.size() > 63) return bad("use at most 63 characters");
-  if (!(absl::ascii_islower(name[0]) || absl::ascii_isdigit(name[0]))) {
-    return bad("it must start with a lowercase letter or a digit");
-  }
+  // vmmd's rule for sandbox names (vmmd/resources.cc), so every sandbox
+  // vmmd accepts can hold secrets.
+  bool ok = name.size() <= 63 && absl::ascii_isalnum(name[0]);
   for (char c : name) {
-    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-')) {
-      return bad("use only lowercase letters, digits and '-'");
-    }
+    if (!(absl::ascii_isalnum(c) || c == '-' || c == '.')) ok = false;
   }
-  if (name == "global") return bad("\"global\" is reserved for the ids of global secrets");
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sandbox ", QuoteForMessage(name),
+        " is not a valid sandbox name: use up to 63 letters, digits, '-' and '.', starting "
+        "with a letter or digit"));
+  }
+  if (name == "global") {
+    return absl::InvalidArgumentError(
+        "sandbox \"global\" is reserved: it is the scope of global secrets' ids");
+  }
   return absl::OkStatus();
 }
 
@@ -80,16 +101,15 @@ absl::Status ValidateEnvName(absl::string_view env) {
     if (!(absl::ascii_isupper(c) || absl::ascii_isdigit(c) || c == '_')) ok = false;
   }
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "env ", QuoteForMessage(env),
-        " is not a valid variable name: use [A-Z_][A-Z0-9_]*, at most ", kMaxEnvName,
-        " characters"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("env ", QuoteForMessage(env),
+                     " is not a valid variable name: use [A-Z_][A-Z0-9_]*, at most ", kMaxEnvName,
+                     " characters"));
   }
   for (const char* reserved : kReservedEnv) {
     if (env == reserved) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "env ", QuoteForMessage(env),
-          " is reserved: the guest needs that variable for itself"));
+          "env ", QuoteForMessage(env), " is reserved: the guest needs that variable for itself"));
     }
   }
   return absl::OkStatus();
@@ -102,9 +122,9 @@ absl::StatusOr<std::string> NormalizeHostPattern(absl::string_view host) {
   bool wildcard = absl::ConsumePrefix(&base, "*.");
   bool ok = ValidDnsName(base);
   if (ok && wildcard && base.find('.') == absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hosts: ", QuoteForMessage(host),
-        " is too broad; a wildcard needs at least two labels after \"*.\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hosts: ", QuoteForMessage(host),
+                     " is too broad; a wildcard needs at least two labels after \"*.\""));
   }
   if (!ok) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -141,8 +161,8 @@ bool HostMatches(absl::string_view pattern, absl::string_view host) {
 
 absl::Status ValidatePlaceholder(absl::string_view placeholder) {
   if (placeholder.size() < kMinPlaceholder || placeholder.size() > kMaxPlaceholder) {
-    return absl::InvalidArgumentError(absl::StrCat("placeholder must be ", kMinPlaceholder,
-                                                   " to ", kMaxPlaceholder, " characters long"));
+    return absl::InvalidArgumentError(absl::StrCat("placeholder must be ", kMinPlaceholder, " to ",
+                                                   kMaxPlaceholder, " characters long"));
   }
   for (char c : placeholder) {
     if (!(absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-')) {

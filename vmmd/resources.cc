@@ -26,8 +26,10 @@ absl::Status ValidateName(absl::string_view name) {
           "invalid sandbox name \"", name, "\": only letters, digits, '-' and '.' are allowed"));
     }
   }
-  if (name == "default") {
-    return absl::InvalidArgumentError("the sandbox name \"default\" is reserved");
+  if (name == "default" || name == "global") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the sandbox name \"", name, "\" is reserved (\"global\" names the global scope of "
+        "rules and secrets)"));
   }
   return absl::OkStatus();
 }

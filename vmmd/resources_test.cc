@@ -18,6 +18,7 @@ TEST(ValidateNameTest, RefusesBadNamesWithReason) {
   EXPECT_NE(ValidateName("a/b").message().find("only letters"), std::string::npos);
   EXPECT_NE(ValidateName("a b").message().find("only letters"), std::string::npos);
   EXPECT_NE(ValidateName("default").message().find("reserved"), std::string::npos);
+  EXPECT_NE(ValidateName("global").message().find("reserved"), std::string::npos);
   EXPECT_FALSE(ValidateName(std::string(64, 'a')).ok());
 }
 

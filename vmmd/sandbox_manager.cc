@@ -325,10 +325,15 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     req.set_sandbox(spec.name());
     airlock::secrets::v1::SentinelsResponse resp;
     grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
-    if (!s.ok()) {
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       return absl::UnavailableError(absl::StrCat("secretsd is not reachable at ",
                                                  options_.secretsd_socket, ": ",
                                                  s.error_message(), " (`airlock daemon start`)"));
+    }
+    if (!s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("secretsd refused the sandbox: ", s.error_message()));
     }
   }
 

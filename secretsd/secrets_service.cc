@@ -1,0 +1,161 @@
+#include "secretsd/secrets_service.h"
+
+#include <grpc/grpc_security_constants.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/peer_cred.h"
+#include "common/status.h"
+#include "secretsd/services.h"
+
+namespace airlock::secretsd {
+
+namespace pb = airlock::secrets::v1;
+
+namespace {
+
+Scope FromProto(pb::Scope s) {
+  switch (s) {
+    case pb::GLOBAL:
+      return Scope::kGlobal;
+    case pb::SANDBOX:
+      return Scope::kSandbox;
+    default:
+      return Scope::kUnspecified;
+  }
+}
+
+void ToProto(const SecretInfo& info, pb::SecretInfo* out) {
+  out->set_id(info.id);
+  out->set_scope(info.scope == Scope::kGlobal ? pb::GLOBAL : pb::SANDBOX);
+  out->set_sandbox(info.sandbox);
+  out->set_service(info.service);
+  // SecretInfo.env holds one variable; a service with several (github)
+  // reports its first, and Services lists them all.
+  out->set_env(info.env.empty() ? "" : info.env.front());
+  for (const auto& h : info.hosts) out->add_hosts(h);
+  out->set_sentinel(info.sentinel);
+  out->set_created_at(info.created_at);
+}
+
+}  // namespace
+
+CallerIdentity IdentifyCaller(const grpc::ServerContext& ctx) {
+  CallerIdentity id;
+  if (auto creds = CallerCredentials(ctx); creds.ok()) {
+    id.transport = CallerIdentity::Transport::kUnix;
+    id.pid = creds->pid;
+    id.uid = creds->uid;
+    return id;
+  }
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return id;
+  auto type = auth->FindPropertyValues(GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME);
+  if (type.size() != 1 || type[0] != GRPC_SSL_TRANSPORT_SECURITY_TYPE) return id;
+  for (const auto& cn : auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
+    id.tls_common_names.emplace_back(cn.data(), cn.size());
+  }
+  if (!id.tls_common_names.empty()) id.transport = CallerIdentity::Transport::kTls;
+  return id;
+}
+
+grpc::Status SecretsService::Set(grpc::ServerContext*, const pb::SetRequest* req,
+                                 pb::SecretInfo* resp) {
+  SecretSpec spec;
+  spec.scope = FromProto(req->scope());
+  spec.sandbox = req->sandbox();
+  spec.service = req->service();
+  spec.value = req->value();
+  spec.env = req->env();
+  spec.hosts.assign(req->hosts().begin(), req->hosts().end());
+  spec.placeholder = req->placeholder();
+  auto info = store_->Set(spec);
+  if (!info.ok()) return ToGrpc(info.status());
+  AIRLOCK_LOG_INFO("secret set", {{"id", info->id}});
+  ToProto(*info, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status SecretsService::List(grpc::ServerContext*, const pb::ListRequest* req,
+                                  pb::ListResponse* resp) {
+  auto secrets = store_->List(req->sandbox());
+  if (!secrets.ok()) return ToGrpc(secrets.status());
+  for (const auto& s : *secrets) ToProto(s, resp->add_secrets());
+  return grpc::Status::OK;
+}
+
+grpc::Status SecretsService::Delete(grpc::ServerContext*, const pb::DeleteRequest* req,
+                                    pb::DeleteResponse*) {
+  if (absl::Status s = store_->Delete(req->id()); !s.ok()) return ToGrpc(s);
+  AIRLOCK_LOG_INFO("secret deleted", {{"id", req->id()}});
+  return grpc::Status::OK;
+}
+
+grpc::Status SecretsService::Sentinels(grpc::ServerContext*, const pb::SentinelsRequest* req,
+                                       pb::SentinelsResponse* resp) {
+  auto env = store_->Sentinels(req->sandbox());
+  if (!env.ok()) return ToGrpc(env.status());
+  for (const auto& [name, sentinel] : *env) (*resp->mutable_env())[name] = sentinel;
+  return grpc::Status::OK;
+}
+
+grpc::Status SecretsService::Resolve(grpc::ServerContext* ctx, const pb::ResolveRequest* req,
+                                     pb::ResolveResponse* resp) {
+  // Identity first: a caller that is not proxyd learns nothing, not even
+  // whether its request was well-formed.
+  ResolverDecision d = AuthorizeResolver(IdentifyCaller(*ctx), policy_);
+  if (!d.allowed) {
+    AIRLOCK_LOG_WARN("resolve refused", {{"caller", d.caller},
+                                         {"reason", d.reason},
+                                         {"sandbox", req->sandbox()},
+                                         {"host", req->host()}});
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "only proxyd may resolve secrets");
+  }
+  auto creds = store_->Resolve(req->sandbox(), req->host());
+  if (!creds.ok()) {
+    if (creds.status().code() == absl::StatusCode::kDataLoss) {
+      AIRLOCK_LOG_ERROR("resolve failed", {{"sandbox", req->sandbox()},
+                                           {"host", req->host()},
+                                           {"error", std::string(creds.status().message())}});
+    }
+    return ToGrpc(creds.status());
+  }
+  std::vector<std::string> ids;
+  for (auto& c : *creds) {
+    pb::Credential* out = resp->add_credentials();
+    out->set_id(c.id);
+    out->set_sentinel(c.sentinel);
+    out->set_value(std::move(c.value));
+    out->set_format(c.format);
+    ids.push_back(c.id);
+  }
+  AIRLOCK_LOG_DEBUG("resolved", {{"caller", d.caller},
+                                 {"sandbox", req->sandbox()},
+                                 {"host", req->host()},
+                                 {"ids", absl::StrJoin(ids, ",")}});
+  return grpc::Status::OK;
+}
+
+grpc::Status SecretsService::Forget(grpc::ServerContext*, const pb::ForgetRequest* req,
+                                    pb::ForgetResponse*) {
+  auto deleted = store_->ForgetSandbox(req->sandbox());
+  if (!deleted.ok()) return ToGrpc(deleted.status());
+  AIRLOCK_LOG_INFO("sandbox forgotten",
+                   {{"sandbox", req->sandbox()}, {"secrets_deleted", std::to_string(*deleted)}});
+  return grpc::Status::OK;
+}
+
+grpc::Status SecretsService::Services(grpc::ServerContext*, const pb::ServicesRequest*,
+                                      pb::ServicesResponse* resp) {
+  for (const auto& def : BuiltinServices()) {
+    pb::Service* s = resp->add_services();
+    s->set_name(def.name);
+    for (const auto& e : def.env) s->add_env(e);
+    for (const auto& h : def.hosts) s->add_hosts(h.host);
+    s->set_format(def.format);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace airlock::secretsd

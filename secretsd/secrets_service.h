@@ -1,0 +1,48 @@
+// secretsd's gRPC surface (airlock.secrets.v1.Secrets): translates between
+// the protos and SecretStore, and lets only proxyd reach Resolve.
+#ifndef AIRLOCK_SECRETSD_SECRETS_SERVICE_H_
+#define AIRLOCK_SECRETSD_SECRETS_SERVICE_H_
+
+#include "protos/secrets/v1/secrets.grpc.pb.h"
+#include "secretsd/resolver_auth.h"
+#include "secretsd/secret_store.h"
+
+namespace airlock::secretsd {
+
+class SecretsService final : public airlock::secrets::v1::Secrets::Service {
+ public:
+  // SecretsService serves `store`; `policy` says who proxyd is.
+  SecretsService(SecretStore* store, ResolverPolicy policy)
+      : store_(store), policy_(std::move(policy)) {}
+
+  grpc::Status Set(grpc::ServerContext*, const airlock::secrets::v1::SetRequest*,
+                   airlock::secrets::v1::SecretInfo*) override;
+  grpc::Status List(grpc::ServerContext*, const airlock::secrets::v1::ListRequest*,
+                    airlock::secrets::v1::ListResponse*) override;
+  grpc::Status Delete(grpc::ServerContext*, const airlock::secrets::v1::DeleteRequest*,
+                      airlock::secrets::v1::DeleteResponse*) override;
+  grpc::Status Sentinels(grpc::ServerContext*, const airlock::secrets::v1::SentinelsRequest*,
+                         airlock::secrets::v1::SentinelsResponse*) override;
+  // Resolve answers PERMISSION_DENIED "only proxyd may resolve secrets"
+  // unless AuthorizeResolver accepts the caller's transport identity.
+  grpc::Status Resolve(grpc::ServerContext*, const airlock::secrets::v1::ResolveRequest*,
+                       airlock::secrets::v1::ResolveResponse*) override;
+  // Forget deletes a removed sandbox's own secrets and its registration.
+  grpc::Status Forget(grpc::ServerContext*, const airlock::secrets::v1::ForgetRequest*,
+                      airlock::secrets::v1::ForgetResponse*) override;
+  grpc::Status Services(grpc::ServerContext*, const airlock::secrets::v1::ServicesRequest*,
+                        airlock::secrets::v1::ServicesResponse*) override;
+
+ private:
+  SecretStore* store_;
+  const ResolverPolicy policy_;
+};
+
+// IdentifyCaller is what the transport of `ctx` proves about its caller:
+// the Unix peer credentials the daemon runtime recorded, or the verified
+// client certificate of an mTLS connection.
+CallerIdentity IdentifyCaller(const grpc::ServerContext& ctx);
+
+}  // namespace airlock::secretsd
+
+#endif  // AIRLOCK_SECRETSD_SECRETS_SERVICE_H_

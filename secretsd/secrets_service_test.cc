@@ -1,0 +1,308 @@
+// Drives SecretsService through the real daemon runtime, in this process:
+// over its Unix socket (the caller is this test binary, so whether it
+// counts as proxyd is decided by --proxyd-exe) and over mTLS TCP.
+#include "secretsd/secrets_service.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "common/client.h"
+#include "common/daemon_runtime.h"
+#include "common/fd_io.h"
+#include "common/testing/harness.h"
+#include "gtest/gtest.h"
+#include "protos/secrets/v1/secrets.grpc.pb.h"
+#include "secretsd/resolver_auth.h"
+
+namespace airlock::secretsd {
+namespace {
+
+namespace pb = airlock::secrets::v1;
+
+const char kValue[] = "sk-test-SERVICE-MARKER-0a1b2c";
+
+std::string SelfExe() { return *CanonicalPath("/proc/self/exe"); }
+
+// A port that was free a moment ago.
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Runs secretsd's service on the daemon runtime in a thread.
+class Server {
+ public:
+  Server(const std::string& dir, std::vector<std::string> extra, ResolverPolicy policy) {
+    std::vector<std::string> args = {"--runtime-dir=" + dir + "/run", "--state-dir=" + dir + "/st"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto config = ParseDaemonConfig("secretsd", args, {});
+    EXPECT_TRUE(config.ok()) << config.status();
+    auto rt = DaemonRuntime::Create(*config);
+    EXPECT_TRUE(rt.ok()) << rt.status();
+    rt_ = std::move(*rt);
+    auto store = SecretStore::Open(&rt_->state(), dir + "/st/secrets.key");
+    EXPECT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    service_ = std::make_unique<SecretsService>(store_.get(), policy);
+    thread_ = std::thread([this] { served_ = rt_->Serve({service_.get()}); });
+    channel_ = DialUnix(dir + "/run/secretsd.sock");
+    EXPECT_TRUE(WaitHealthy(*channel_, std::chrono::seconds(10)).ok());
+    stub_ = pb::Secrets::NewStub(channel_);
+  }
+  ~Server() {
+    DaemonRuntime::RequestStop();
+    thread_.join();
+    EXPECT_TRUE(served_.ok()) << served_;
+  }
+  pb::Secrets::Stub& stub() { return *stub_; }
+
+ private:
+  std::unique_ptr<DaemonRuntime> rt_;
+  std::unique_ptr<SecretStore> store_;
+  std::unique_ptr<SecretsService> service_;
+  std::thread thread_;
+  absl::Status served_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::Secrets::Stub> stub_;
+};
+
+grpc::Status SetGlobal(pb::Secrets::Stub& stub, const std::string& service,
+                       const std::string& value, pb::SecretInfo* out) {
+  grpc::ClientContext ctx;
+  pb::SetRequest req;
+  req.set_scope(pb::GLOBAL);
+  req.set_service(service);
+  req.set_value(value);
+  return stub.Set(&ctx, req, out);
+}
+
+grpc::Status Sentinels(pb::Secrets::Stub& stub, const std::string& sandbox,
+                       pb::SentinelsResponse* out) {
+  grpc::ClientContext ctx;
+  pb::SentinelsRequest req;
+  req.set_sandbox(sandbox);
+  return stub.Sentinels(&ctx, req, out);
+}
+
+grpc::Status Resolve(pb::Secrets::Stub& stub, const std::string& sandbox, const std::string& host,
+                     pb::ResolveResponse* out) {
+  grpc::ClientContext ctx;
+  pb::ResolveRequest req;
+  req.set_sandbox(sandbox);
+  req.set_host(host);
+  return stub.Resolve(&ctx, req, out);
+}
+
+TEST(SecretsServiceTest, ACallerThatIsNotProxydCannotResolveButMayManage) {
+  testing::ShortTempDir dir;
+  // proxyd is some other binary: this test process is not it.
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), *CanonicalPath("/bin/sh"), "proxyd"});
+  pb::Secrets::Stub& stub = server.stub();
+
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetGlobal(stub, "anthropic", kValue, &info).ok());
+  EXPECT_EQ(info.id(), "anthropic@global");
+  EXPECT_EQ(info.scope(), pb::GLOBAL);
+  EXPECT_EQ(info.env(), "ANTHROPIC_API_KEY");
+  EXPECT_EQ(info.sentinel(), "proxy-managed");
+  EXPECT_EQ(info.SerializeAsString().find(kValue), std::string::npos);
+
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env().at("ANTHROPIC_API_KEY"), "proxy-managed");
+
+  grpc::ClientContext lctx;
+  pb::ListRequest lreq;
+  lreq.set_sandbox("box1");
+  pb::ListResponse list;
+  ASSERT_TRUE(stub.List(&lctx, lreq, &list).ok());
+  ASSERT_EQ(list.secrets_size(), 1);
+  EXPECT_EQ(list.secrets(0).id(), "anthropic@global");
+  EXPECT_EQ(list.SerializeAsString().find(kValue), std::string::npos);
+
+  pb::ResolveResponse resolved;
+  grpc::Status denied = Resolve(stub, "box1", "api.anthropic.com", &resolved);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(denied.error_message(), "only proxyd may resolve secrets");
+  EXPECT_EQ(resolved.credentials_size(), 0);
+  // Identity comes before validation: a malformed request says nothing.
+  EXPECT_EQ(Resolve(stub, "", "", &resolved).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  grpc::ClientContext dctx;
+  pb::DeleteRequest dreq;
+  dreq.set_id("anthropic@global");
+  pb::DeleteResponse dresp;
+  EXPECT_TRUE(stub.Delete(&dctx, dreq, &dresp).ok());
+  grpc::ClientContext dctx2;
+  EXPECT_EQ(stub.Delete(&dctx2, dreq, &dresp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(SecretsServiceTest, TheProxydBinaryResolves) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  pb::Secrets::Stub& stub = server.stub();
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetGlobal(stub, "github", kValue, &info).ok());
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env().at("GH_TOKEN"), "proxy-managed");
+  EXPECT_EQ(env.env().at("GITHUB_TOKEN"), "proxy-managed");
+
+  pb::ResolveResponse resolved;
+  ASSERT_TRUE(Resolve(stub, "box1", "github.com", &resolved).ok());
+  ASSERT_EQ(resolved.credentials_size(), 1);
+  EXPECT_EQ(resolved.credentials(0).id(), "github@global");
+  EXPECT_EQ(resolved.credentials(0).value(), kValue);
+  EXPECT_EQ(resolved.credentials(0).format(), "basic:x-access-token");
+  EXPECT_EQ(resolved.credentials(0).sentinel(), "proxy-managed");
+
+  pb::ResolveResponse bad;
+  EXPECT_EQ(Resolve(stub, "box1", "", &bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(SecretsServiceTest, ForgetDeletesTheSandboxsOwnSecrets) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  pb::Secrets::Stub& stub = server.stub();
+  grpc::ClientContext sctx;
+  pb::SetRequest set;
+  set.set_scope(pb::SANDBOX);
+  set.set_sandbox("box1");
+  set.set_service("openai");
+  set.set_value(kValue);
+  pb::SecretInfo info;
+  ASSERT_TRUE(stub.Set(&sctx, set, &info).ok());
+  EXPECT_EQ(info.id(), "openai@box1");
+
+  for (int i = 0; i < 2; ++i) {  // the second time there is nothing to forget
+    grpc::ClientContext fctx;
+    pb::ForgetRequest forget;
+    forget.set_sandbox("box1");
+    pb::ForgetResponse fresp;
+    grpc::Status s = stub.Forget(&fctx, forget, &fresp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  pb::ResolveResponse resolved;
+  ASSERT_TRUE(Resolve(stub, "box1", "api.openai.com", &resolved).ok());
+  EXPECT_EQ(resolved.credentials_size(), 0);
+  grpc::ClientContext lctx;
+  pb::ListResponse list;
+  ASSERT_TRUE(stub.List(&lctx, {}, &list).ok());
+  EXPECT_EQ(list.secrets_size(), 0);
+}
+
+TEST(SecretsServiceTest, SetErrorsAreInvalidArgumentWithoutTheValue) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  grpc::ClientContext ctx;
+  pb::SetRequest req;
+  req.set_service("openai");
+  req.set_value(kValue);  // no scope
+  pb::SecretInfo info;
+  grpc::Status s = server.stub().Set(&ctx, req, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("scope"), std::string::npos) << s.error_message();
+  EXPECT_EQ(s.error_message().find(kValue), std::string::npos);
+
+  grpc::ClientContext ctx2;
+  req.set_scope(pb::SANDBOX);
+  req.set_sandbox("box1");
+  req.add_hosts("api.openai.com");
+  s = server.stub().Set(&ctx2, req, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("mutually exclusive"), std::string::npos) << s.error_message();
+}
+
+TEST(SecretsServiceTest, ServicesListsTheBuiltInTable) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  grpc::ClientContext ctx;
+  pb::ServicesResponse resp;
+  ASSERT_TRUE(server.stub().Services(&ctx, {}, &resp).ok());
+  std::map<std::string, pb::Service> by_name;
+  for (const auto& s : resp.services()) by_name[s.name()] = s;
+  for (const char* name :
+       {"anthropic", "openai", "github", "google", "groq", "mistral", "xai", "openrouter"}) {
+    EXPECT_EQ(by_name.count(name), 1u) << name;
+  }
+  EXPECT_EQ(by_name["anthropic"].format(), "header:x-api-key");
+  EXPECT_EQ(by_name["openai"].format(), "bearer");
+  EXPECT_EQ(by_name["github"].format(), "github");
+  ASSERT_EQ(by_name["github"].hosts_size(), 2);
+  EXPECT_EQ(by_name["github"].hosts(1), "github.com");
+  ASSERT_EQ(by_name["google"].env_size(), 2);
+  EXPECT_EQ(by_name["google"].env(0), "GEMINI_API_KEY");
+}
+
+// Makes a CA, a server cert for 127.0.0.1 and client certs for CN=proxyd
+// and CN=vmmd with openssl(1).
+void MakeCerts(const std::string& dir) {
+  std::string cmd =
+      "set -e; cd " + dir +
+      "; openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "
+      "/CN=test-ca 2>/dev/null"
+      "; openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=localhost "
+      "2>/dev/null"
+      "; printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > ext"
+      "; openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem "
+      "-days 2 -extfile ext 2>/dev/null";
+  for (const char* cn : {"proxyd", "vmmd"}) {
+    cmd += std::string("; openssl req -newkey rsa:2048 -nodes -keyout ") + cn + ".key -out " + cn +
+           ".csr -subj /CN=" + cn + " 2>/dev/null; openssl x509 -req -in " + cn +
+           ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -out " + cn + ".pem -days 2 2>/dev/null";
+  }
+  ASSERT_EQ(system(cmd.c_str()), 0);
+}
+
+TEST(SecretsServiceTest, OverMutualTlsOnlyProxydsCertificateResolves) {
+  testing::ShortTempDir dir;
+  std::string certs = dir.path() + "/certs";
+  ASSERT_EQ(system(("mkdir -p " + certs).c_str()), 0);
+  MakeCerts(certs);
+  std::string addr = "127.0.0.1:" + std::to_string(FreePort());
+  // No Unix caller is proxyd here: only the certificate can make one.
+  Server server(dir.path(),
+                {"--listen-tcp=" + addr, "--tls-cert=" + certs + "/srv.pem",
+                 "--tls-key=" + certs + "/srv.key", "--tls-client-ca=" + certs + "/ca.pem"},
+                ResolverPolicy{getuid(), "", "proxyd"});
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetGlobal(server.stub(), "openai", kValue, &info).ok());
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(server.stub(), "box1", &env).ok());
+
+  auto dial = [&](const std::string& cn) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = ReadFileToString(certs + "/ca.pem");
+    o.pem_private_key = ReadFileToString(certs + "/" + cn + ".key");
+    o.pem_cert_chain = ReadFileToString(certs + "/" + cn + ".pem");
+    return pb::Secrets::NewStub(grpc::CreateChannel(addr, grpc::SslCredentials(o)));
+  };
+  pb::ResolveResponse as_proxyd;
+  grpc::Status ok = Resolve(*dial("proxyd"), "box1", "api.openai.com", &as_proxyd);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  ASSERT_EQ(as_proxyd.credentials_size(), 1);
+  EXPECT_EQ(as_proxyd.credentials(0).value(), kValue);
+  EXPECT_EQ(as_proxyd.credentials(0).format(), "bearer");
+
+  pb::ResolveResponse as_vmmd;
+  grpc::Status denied = Resolve(*dial("vmmd"), "box1", "api.openai.com", &as_vmmd);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(as_vmmd.credentials_size(), 0);
+
+  pb::ResolveResponse over_unix;
+  EXPECT_EQ(Resolve(server.stub(), "box1", "api.openai.com", &over_unix).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+}  // namespace
+}  // namespace airlock::secretsd
