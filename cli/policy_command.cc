@@ -252,7 +252,7 @@ void AddPolicyCommand(CLI::App& app, int* exit_code) {
             {"sandbox", dec.sandbox()}, {"host", dec.host()},       {"port", dec.port()},
             {"method", dec.method()},   {"path", dec.path()},       {"verdict", verdict},
             {"rule_id", dec.rule_id()}, {"rule", dec.rule()},       {"via", via},
-            {"reason", dec.reason()}};
+            {"reason", dec.reason()},   {"credential", dec.credential()}};
         std::cout << out.dump() << std::endl;
         continue;
       }

@@ -30,6 +30,11 @@ constexpr char kAnthropicKey[] = "sk-ant-REAL-5c1e7a9d";
 constexpr char kGithubToken[] = "ghp_REAL0b3c4f5e6d7a";
 constexpr char kCustomValue[] = "custom-REAL-9a8b7c";
 
+// "abc" -> "ab[c]": a grep pattern that matches the text but not itself.
+std::string Bracketed(const std::string& text) {
+  return text.substr(0, text.size() - 1) + "[" + text.back() + "]";
+}
+
 struct Server {
   pid_t pid = 0;
   int port = 0;
@@ -96,6 +101,13 @@ class SecretsE2ETest : public ::testing::Test {
     ASSERT_EQ(gh.exit_code, 0) << gh.err;
     auto c = Airlock({"create", "--name", "sec", "-m", "1g", "shell"});
     ASSERT_EQ(c.exit_code, 0) << c.err;
+    // The test CA, for hosts carried as opaque tunnels (no credential):
+    // the guest then checks the upstream's own certificate.
+    auto ca = Airlock({"exec", "sec", "--", "sh", "-c",
+                       "cat > /tmp/testca.pem <<'EOF'\n" + ReadFileToString(d + "/ca.pem") +
+                           "EOF\ncat /etc/ssl/certs/ca-certificates.crt /tmp/testca.pem > "
+                           "/tmp/both.pem"});
+    ASSERT_EQ(ca.exit_code, 0) << ca.err;
   }
   static void TearDownTestSuite() {
     Airlock({"rm", "-f", "--all"});
@@ -132,7 +144,9 @@ TEST_F(SecretsE2ETest, TheGuestOnlyEverSeesTheSentinel) {
   EXPECT_EQ(env.out.find(kAnthropicKey), std::string::npos);
   // As root: every process's environment, /etc, /home, /tmp, /run, /root.
   auto grep = Airlock({"exec", "-u", "root", "sec", "--", "bash", "-c",
-                       std::string("grep -rasl -e ") + kAnthropicKey + " -e " + kGithubToken +
+                       // The last character as a class, so grep's own argv does not match.
+                       std::string("grep -rasl -e '") + Bracketed(kAnthropicKey) + "' -e '" +
+                           Bracketed(kGithubToken) + "'" +
                            " /proc/[0-9]*/environ /proc/[0-9]*/cmdline /etc /home /tmp /run "
                            "/root 2>/dev/null; echo scanned"});
   EXPECT_EQ(grep.out, "scanned\n") << "a real value is inside the guest: " << grep.out;
@@ -152,10 +166,6 @@ TEST_F(SecretsE2ETest, TheCredentialHostGetsTheRealKeyOthersOnlyTheSentinel) {
   // other.example.test is not a credential host: tunnelled, the guest sees
   // the upstream's own certificate; with it trusted, the upstream gets the
   // sentinel.
-  auto ca = Airlock({"exec", "sec", "--", "sh", "-c",
-                     "cat > /tmp/testca.pem <<'EOF'\n" + ReadFileToString(dir_->path() + "/ca.pem") +
-                         "EOF"});
-  ASSERT_EQ(ca.exit_code, 0);
   auto other = Guest("curl -sS -m 20 --cacert /tmp/testca.pem -H \"x-api-key: $ANTHROPIC_API_KEY\" " +
                      Url("other.example.test", "/leak"));
   EXPECT_NE(other.out.find("auth=proxy-managed"), std::string::npos) << other.out << other.err;
@@ -191,7 +201,11 @@ TEST_F(SecretsE2ETest, CustomSecretForOneSandboxTakesEffectAtOnce) {
 }
 
 TEST_F(SecretsE2ETest, RemovingASecretTakesEffectOnTheNextRequest) {
-  std::string req = "curl -sS -m 20 -H \"x-api-key: $ANTHROPIC_API_KEY\" " +
+  // With the secret gone the host is tunnelled, not intercepted: the guest
+  // then checks the upstream's own (test CA) certificate, so it trusts both.
+  // The sentinel is written out: after rm the guest's environment no longer
+  // has the variable at all.
+  std::string req = "curl -sS -m 20 --cacert /tmp/both.pem -H 'x-api-key: proxy-managed' " +
                     Url("api.anthropic.com", "/v1/next");
   EXPECT_NE(Guest(req).out.find(kAnthropicKey), std::string::npos);
   ASSERT_EQ(Airlock({"secret", "rm", "-g", "anthropic"}).exit_code, 0);
