@@ -4,7 +4,7 @@
 Three ways to the same loopback upstream (tests/fixtures/upstream.py), side
 by side: direct, through proxyd, and through squid (squid-openssl, an
 instance of its own with a generated config; the column is skipped when
-squid cannot start).
+squid cannot start), and one proxyd-only case.
 
   1 plain HTTP   GET of a small body, --concurrency clients for --duration
                  seconds, a new connection per request (proxyd serves one
@@ -16,6 +16,18 @@ squid cannot start).
   3 tunnel       a download of --mib MiB over TLS through a CONNECT tunnel
                  (proxyd: the host allowed outright; squid: a port without
                  bump) against direct: MiB/s, median of --repeat.
+  4 credential   what proxyd's credential injection adds per request, in one
+    injection    run: a custom secret for the sandbox on cred.example.test,
+                 none on nocred.example.test, both names on the same
+                 loopback HTTPS upstream with the same --method GET --path /**
+                 rule (so both are intercepted). The client code of case 2
+                 sends `Authorization: Bearer <placeholder>` to each; proxyd
+                 swaps in the real value only for cred.example.test (checked
+                 once at the upstream before measuring). Through proxyd only:
+                 squid has no credential injection.
+
+--cases picks the cases to run (comma list of http, https, connect, inject;
+default all); squid is started only for the first three.
 
 proxyd is driven through bench/egress_harness, the guest agent's real egress
 endpoint run on the host and attached to proxyd as a sandbox: the figures
@@ -26,8 +38,8 @@ own overhead is in all three columns alike; so is the upstream's (Python).
 Runs its own daemons with their own runtime and state dirs, so it never
 touches your sandboxes or a system squid.
 usage: bench/egress_bench.py [--concurrency N] [--duration S] [--mib N]
-                             [--repeat N] [--airlock PATH] [--harness PATH]
-                             [--squid PATH] [--keep]
+                             [--repeat N] [--cases LIST] [--airlock PATH]
+                             [--harness PATH] [--squid PATH] [--keep]
 """
 import argparse
 import json
@@ -37,6 +49,7 @@ import shutil
 import signal
 import socket
 import ssl
+import secrets
 import statistics
 import subprocess
 import sys
@@ -49,6 +62,9 @@ ap.add_argument("--concurrency", type=int, default=8)
 ap.add_argument("--duration", type=float, default=5.0)
 ap.add_argument("--mib", type=int, default=256)
 ap.add_argument("--repeat", type=int, default=3)
+ALL_CASES = ["http", "https", "connect", "inject"]
+ap.add_argument("--cases", default=",".join(ALL_CASES),
+                help="comma list of the cases to run: " + ",".join(ALL_CASES) + " (default all)")
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.normpath(os.path.join(here, ".."))
 default_cli = os.path.join(root, "bazel-bin", "cli", "airlock")
@@ -57,8 +73,14 @@ ap.add_argument("--harness", default=os.path.join(root, "bazel-bin", "bench", "e
 ap.add_argument("--squid", default="/usr/sbin/squid")
 ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs) at the end")
 args = ap.parse_args()
+cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+if not cases or any(c not in ALL_CASES for c in cases):
+    ap.error(f"--cases: a comma list of {', '.join(ALL_CASES)}, not {args.cases!r}")
+cases = set(cases)
 
 HOST = "api.example.test"
+CRED_HOST = "cred.example.test"      # case 4: has the bench sandbox's custom secret
+NOCRED_HOST = "nocred.example.test"  # case 4: the same upstream, no credential
 UPSTREAM = os.path.join(root, "tests", "fixtures", "upstream.py")
 CERTGEN = "/usr/lib/squid/security_file_certgen"
 TIMEOUT = 30
@@ -183,11 +205,13 @@ def read_head(sock, buf=b""):
     return status, headers, rest
 
 
-def exchange(sock, path, host_header, target=None, sink=None):
-    """Sends one GET and reads the whole response; returns (status, body
-    bytes, first bytes of the body). Reads a large body into `sink`."""
+def exchange(sock, path, host_header, target=None, sink=None, headers=()):
+    """Sends one GET (with the extra `headers`, (name, value) pairs) and
+    reads the whole response; returns (status, body bytes, first bytes of
+    the body). Reads a large body into `sink`."""
+    extra = "".join(f"{k}: {v}\r\n" for k, v in headers)
     req = (f"GET {target or path} HTTP/1.1\r\nHost: {host_header}\r\n"
-           f"User-Agent: egress-bench\r\nAccept: */*\r\nConnection: close\r\n\r\n").encode()
+           f"User-Agent: egress-bench\r\nAccept: */*\r\n{extra}Connection: close\r\n\r\n").encode()
     sock.sendall(req)
     status, headers, rest = read_head(sock)
     want = int(headers.get("content-length", "-1"))
@@ -209,10 +233,10 @@ def exchange(sock, path, host_header, target=None, sink=None):
     return status, got, first
 
 
-def connect_tunnel(proxy_port, port):
+def connect_tunnel(proxy_port, port, host=HOST):
     s = socket.create_connection(("127.0.0.1", proxy_port), timeout=TIMEOUT)
     try:
-        s.sendall(f"CONNECT {HOST}:{port} HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
+        s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
         status, _, rest = read_head(s)
         if status != 200 or rest:
             raise ConnectionError(f"CONNECT answered {status}")
@@ -223,10 +247,12 @@ def connect_tunnel(proxy_port, port):
 
 
 class Way:
-    """One column: how a client reaches the upstream at `port`."""
+    """One column: how a client reaches the upstream at `port`, by the name
+    `host`, sending the extra `headers` with each request."""
 
-    def __init__(self, name, proxy_port=None, cafile=None):
+    def __init__(self, name, proxy_port=None, cafile=None, host=HOST, headers=()):
         self.name, self.proxy_port = name, proxy_port
+        self.host, self.headers = host, tuple(headers)
         self.ctx = None
         if cafile:
             self.ctx = ssl.create_default_context(cafile=cafile)
@@ -235,12 +261,12 @@ class Way:
         if self.proxy_port is None:
             s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
         elif tls:
-            s = connect_tunnel(self.proxy_port, port)
+            s = connect_tunnel(self.proxy_port, port, self.host)
         else:
             s = socket.create_connection(("127.0.0.1", self.proxy_port), timeout=TIMEOUT)
         if tls:
             try:
-                s = self.ctx.wrap_socket(s, server_hostname=HOST)
+                s = self.ctx.wrap_socket(s, server_hostname=self.host)
             except BaseException:
                 s.close()
                 raise
@@ -251,8 +277,8 @@ class Way:
         try:
             target = None
             if not tls and self.proxy_port is not None:
-                target = f"http://{HOST}:{port}{path}"  # absolute form to a forward proxy
-            return exchange(s, path, f"{HOST}:{port}", target, sink)
+                target = f"http://{self.host}:{port}{path}"  # absolute form to a forward proxy
+            return exchange(s, path, f"{self.host}:{port}", target, sink, self.headers)
         finally:
             s.close()
 
@@ -382,6 +408,49 @@ def report_rps(title, res, cpu):
             print(f"  {c} errors, first: {r[c]['errors'][0]}")
 
 
+def report_inject(res, cpu):
+    """Case 4. res: column -> load() result or an error string; cpu: column
+    -> {process: CPU seconds} during its run."""
+    cols = ["without credential", "with credential"]
+    wo, wi = cols
+    for c in cols:
+        if isinstance(res.get(c), str):
+            print(f"  {c}: not measured: {res[c]}")
+    r = {c: res[c] for c in cols if isinstance(res.get(c), dict)}
+    get = lambda c, k: r[c][k] if c in r else None
+    ms = lambda c, k: get(c, k) * 1000 if c in r else None
+    diff = lambda f: f(wi) - f(wo) if wi in r and wo in r else None
+    per_req = lambda c, who=None: (
+        sum(v for k, v in cpu[c].items() if who in (None, k)) / r[c]["n"] * 1000
+        if c in r and cpu.get(c) is not None and r[c]["n"] else None)
+    rps = lambda c: get(c, "rps")
+    p50 = lambda c: ms(c, "p50")
+    p99 = lambda c: ms(c, "p99")
+    rows = [  # label, values, spec, with - without, with / without
+        ("requests/s", [rps(c) for c in cols], ".1f", diff(rps), ratio(rps(wi), rps(wo))),
+        ("latency p50 (ms)", [p50(c) for c in cols], ".2f", diff(p50), ratio(p50(wi), p50(wo))),
+        ("latency p99 (ms)", [p99(c) for c in cols], ".2f", diff(p99), ratio(p99(wi), p99(wo))),
+        ("proxy CPU per request (ms)", [per_req(c) for c in cols], ".2f", diff(per_req),
+         ratio(per_req(wi), per_req(wo))),
+        ("requests", [get(c, "n") for c in cols], "d", None, None),
+        ("errors", [len(r[c]["errors"]) if c in r else None for c in cols], "d", None, None),
+    ]
+    print(f"  {'':28}" + "".join(f"{c:>20}" for c in cols) + f"{'with - without':>16}"
+          + f"{'with/without':>14}")
+    for label, values, spec, d, q in rows:
+        print(f"  {label:28}" + "".join(f"{fmt(v, spec):>20}" for v in values)
+              + f"{fmt(d, '+' + spec):>16}" + f"{fmt(q, '.2f'):>14}")
+    if diff(p50) is not None:
+        print(f"  added by injection per request: p50 {diff(p50):+.2f} ms, p99 {diff(p99):+.2f} ms")
+    for c in cols:
+        if per_req(c) is not None:
+            print(f"  {c} CPU per request: " + ", ".join(
+                f"{k} {per_req(c, k):.2f} ms" for k in cpu[c]))
+    for c in cols:
+        if c in r and r[c]["errors"]:
+            print(f"  {c} errors, first: {r[c]['errors'][0]}")
+
+
 # ---------------------------------------------------------------- squid
 
 def start_squid(test_ca):
@@ -444,28 +513,52 @@ max_filedescriptors 4096
 # ---------------------------------------------------------------- main
 
 squid_proc = None
+squid_error = "not started"
 signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # still clean up
 try:
-    # A test CA and an upstream certificate for HOST.
+    # A test CA and an upstream certificate for every name used (case 4's
+    # two names reach the same upstream).
+    names = [HOST] + ([CRED_HOST, NOCRED_HOST] if "inject" in cases else [])
+    san = ",".join(f"DNS:{n}" for n in names)
     sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key "
        "-out ca.pem -days 2 -subj '/CN=egress bench test CA' 2>/dev/null; "
        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout up.key -out up.csr "
-       f"-subj '/CN={HOST}' 2>/dev/null; printf 'subjectAltName=DNS:{HOST}\\n' > ext; "
+       f"-subj '/CN={HOST}' 2>/dev/null; printf 'subjectAltName={san}\\n' > ext; "
        "openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out up.pem -days 2 "
        "-extfile ext 2>/dev/null", tmp)
-    http_port = start_upstream("http", False)
-    bump_up = start_upstream("https-intercept", True)   # proxyd intercepts this port
-    tunnel_up = start_upstream("https-tunnel", True)    # and tunnels this one
+    http_port = start_upstream("http", False) if "http" in cases else None
+    # proxyd intercepts this port
+    bump_up = start_upstream("https-intercept", True) if "https" in cases else None
+    # and tunnels this one
+    tunnel_up = start_upstream("https-tunnel", True) if "connect" in cases else None
+    # case 4: intercepted by both names, one with a credential
+    inject_up = start_upstream("https-inject", True) if "inject" in cases else None
 
     os.makedirs(state_dir, mode=0o700)
     with open(state_dir + "/proxyd.conf", "w") as f:
-        f.write(f"resolve = {HOST}=127.0.0.1\nupstream-ca = {tmp}/ca.pem\n")
+        f.write("resolve = " + ",".join(f"{n}=127.0.0.1" for n in names)
+                + f"\nupstream-ca = {tmp}/ca.pem\n")
     airlock("daemon", "start")
     airlock("policy", "init", "deny-all")
-    airlock("policy", "allow", "network", f"{HOST}:{http_port}", "--sandbox", "bench")
-    airlock("policy", "allow", "network", f"{HOST}:{bump_up}", "--method", "GET", "--path", "/**",
-            "--sandbox", "bench")
-    airlock("policy", "allow", "network", f"{HOST}:{tunnel_up}", "--sandbox", "bench")
+    if http_port:
+        airlock("policy", "allow", "network", f"{HOST}:{http_port}", "--sandbox", "bench")
+    if bump_up:
+        airlock("policy", "allow", "network", f"{HOST}:{bump_up}", "--method", "GET", "--path",
+                "/**", "--sandbox", "bench")
+    if tunnel_up:
+        airlock("policy", "allow", "network", f"{HOST}:{tunnel_up}", "--sandbox", "bench")
+    if inject_up:
+        # The same rule for both names: both intercepted, only one credentialed.
+        for n in (CRED_HOST, NOCRED_HOST):
+            airlock("policy", "allow", "network", f"{n}:{inject_up}", "--method", "GET", "--path",
+                    "/**", "--sandbox", "bench")
+        secret_value = "bench-real-" + secrets.token_hex(16)
+        out = airlock("secret", "set-custom", "--sandbox", "bench", "--host", CRED_HOST, "--env",
+                      "BENCH_TOKEN", "--value", secret_value)
+        placeholder = next((l.split("=", 1)[1].strip() for l in out.splitlines()
+                            if l.startswith("BENCH_TOKEN=")), "")
+        if not placeholder:
+            sys.exit(f"airlock secret set-custom printed no BENCH_TOKEN=<placeholder>: {out!r}")
 
     os.makedirs(tmp + "/groot")
     harness = subprocess.Popen([args.harness, "--proxyd-socket", run_dir + "/proxyd.sock",
@@ -484,12 +577,13 @@ try:
             break
         time.sleep(0.1)
 
-    try:
-        squid_proc, squid_bump, squid_plain = start_squid(tmp + "/ca.pem")
-        squid_error = None
-    except Exception as e:
-        squid_error = str(e)
-        print(f"squid: {squid_error}\n(continuing without the squid column)\n")
+    if cases & {"http", "https", "connect"}:
+        try:
+            squid_proc, squid_bump, squid_plain = start_squid(tmp + "/ca.pem")
+            squid_error = None
+        except Exception as e:
+            squid_error = str(e)
+            print(f"squid: {squid_error}\n(continuing without the squid column)\n")
 
     C, D = args.concurrency, args.duration
     print(f"egress benchmark: {os.cpu_count()} host CPUs, loopback upstream "
@@ -505,6 +599,7 @@ try:
           "column.")
     print("proxy CPU per request: proxyd + egress_harness + secretsd (asked for credentials on "
           "each request) for\n  proxyd, the squid process for squid")
+    print("cases: " + ", ".join(c for c in ALL_CASES if c in cases))
     print()
 
     def measure_rps(title, port, tls, ways):
@@ -541,43 +636,97 @@ try:
             pass
     busy0, own0, t0 = host_busy_seconds(), own_cpu_seconds(ours), time.monotonic()
 
-    measure_rps("1. plain HTTP GET (small body), a new connection per request", http_port, False, [
-        ("direct", Way("direct"), None),
-        ("proxyd", Way("proxyd", forward_port), proxyd_pids),
-        ("squid", Way("squid", squid_plain) if squid_proc else None, squid_pids),
-    ])
-    measure_rps("2. HTTPS GET with interception (direct: TLS to the upstream), a new connection "
-                "per request", bump_up, True, [
-        ("direct", Way("direct", None, tmp + "/ca.pem"), None),
-        ("proxyd", Way("proxyd", forward_port, proxyd_ca), proxyd_pids),
-        ("squid", Way("squid", squid_bump, tmp + "/squid/ca.crt") if squid_proc else None,
-         squid_pids),
-    ])
+    if "http" in cases:
+        measure_rps("1. plain HTTP GET (small body), a new connection per request", http_port,
+                    False, [
+            ("direct", Way("direct"), None),
+            ("proxyd", Way("proxyd", forward_port), proxyd_pids),
+            ("squid", Way("squid", squid_plain) if squid_proc else None, squid_pids),
+        ])
+    if "https" in cases:
+        measure_rps("2. HTTPS GET with interception (direct: TLS to the upstream), a new "
+                    "connection per request", bump_up, True, [
+            ("direct", Way("direct", None, tmp + "/ca.pem"), None),
+            ("proxyd", Way("proxyd", forward_port, proxyd_ca), proxyd_pids),
+            ("squid", Way("squid", squid_bump, tmp + "/squid/ca.crt") if squid_proc else None,
+             squid_pids),
+        ])
 
-    print(f"3. CONNECT tunnel: TLS download of {args.mib} MiB (median of {args.repeat})")
-    rates, details = {}, {}
-    for col, way in (("direct", Way("direct", None, tmp + "/ca.pem")),
-                     ("proxyd", Way("proxyd", forward_port, tmp + "/ca.pem")),
-                     ("squid", Way("squid", squid_plain, tmp + "/ca.pem") if squid_proc else None)):
-        if way is None:
-            print(f"  {col}: not measured: {squid_error}")
-            continue
-        try:
-            rates[col], details[col] = download(way, tunnel_up, args.mib, args.repeat)
-        except Exception as e:
-            print(f"  {col}: failed: {type(e).__name__}: {e}")
-    cols = ["direct", "proxyd", "squid"]
-    table([("MiB/s", [rates.get(c) for c in cols]
-            + [ratio(rates.get("proxyd"), rates.get("direct")),
-               ratio(rates.get("proxyd"), rates.get("squid"))], ".1f")],
-          cols + ["proxyd/direct", "proxyd/squid"])
-    for c in cols:
-        if c in details:
-            print(f"  {c} runs: " + ", ".join(f"{x:.1f}" for x in details[c]) + " MiB/s")
+    if "connect" in cases:
+        print(f"3. CONNECT tunnel: TLS download of {args.mib} MiB (median of {args.repeat})")
+        rates, details = {}, {}
+        for col, way in (("direct", Way("direct", None, tmp + "/ca.pem")),
+                         ("proxyd", Way("proxyd", forward_port, tmp + "/ca.pem")),
+                         ("squid", Way("squid", squid_plain, tmp + "/ca.pem")
+                          if squid_proc else None)):
+            if way is None:
+                print(f"  {col}: not measured: {squid_error}")
+                continue
+            try:
+                rates[col], details[col] = download(way, tunnel_up, args.mib, args.repeat)
+            except Exception as e:
+                print(f"  {col}: failed: {type(e).__name__}: {e}")
+        cols = ["direct", "proxyd", "squid"]
+        table([("MiB/s", [rates.get(c) for c in cols]
+                + [ratio(rates.get("proxyd"), rates.get("direct")),
+                   ratio(rates.get("proxyd"), rates.get("squid"))], ".1f")],
+              cols + ["proxyd/direct", "proxyd/squid"])
+        for c in cols:
+            if c in details:
+                print(f"  {c} runs: " + ", ".join(f"{x:.1f}" for x in details[c]) + " MiB/s")
+        print()
+
+    if "inject" in cases:
+        print("4. credential injection: HTTPS GET with interception through proxyd, a new "
+              "connection per request,\n  `Authorization: Bearer <placeholder>` to "
+              f"{NOCRED_HOST} (no credential) and to {CRED_HOST}\n  (the bench sandbox's custom "
+              "secret): the same upstream and rule; proxyd asks secretsd for both")
+        print("  squid: not measured: squid has no credential injection")
+        auth = [("Authorization", f"Bearer {placeholder}")]
+        ways = [("without credential", Way("proxyd", forward_port, proxyd_ca, NOCRED_HOST, auth),
+                 f"Bearer {placeholder}", "the placeholder"),
+                ("with credential", Way("proxyd", forward_port, proxyd_ca, CRED_HOST, auth),
+                 f"Bearer {secret_value}", "the real value")]
+        # Once, before measuring: what the upstream received from each name.
+        seen, problems = {}, []
+        for col, way, want, what in ways:
+            try:
+                status, _, first = way.get(inject_up, True, "/small")
+                line = first.decode(errors="replace").split("\n")[0]
+                got = line.split(" auth=", 1)[1] if " auth=" in line else "(no auth= in the body)"
+                seen[col] = ("the real value" if got == f"Bearer {secret_value}" else
+                             "the placeholder" if got == f"Bearer {placeholder}" else repr(got))
+                if status != 200 or got != want:
+                    problems.append(f"{way.host}: status {status}, the upstream received "
+                                    f"{seen[col]}, not {what}")
+            except Exception as e:
+                problems.append(f"{way.host}: {type(e).__name__}: {e}")
+        if problems:
+            print("  check at the upstream: FAILED: " + "; ".join(problems))
+        else:
+            print(f"  check at the upstream: ok: {CRED_HOST} received the real value "
+                  f"(Authorization: Bearer <{len(secret_value)}-char value>), {NOCRED_HOST} the "
+                  f"placeholder ({placeholder})")
+        res, cpu = {}, {}
+        for col, way, _, _ in ways:
+            if problems:
+                res[col] = "the check at the upstream failed"
+                continue
+            try:
+                check(way, inject_up, True)
+            except Exception as e:
+                res[col] = f"check request failed: {type(e).__name__}: {e}"
+                continue
+            c0 = cpu_seconds(proxyd_pids)
+            res[col] = load(way, inject_up, True, C, D)
+            c1 = cpu_seconds(proxyd_pids)
+            cpu[col] = {k: c1[k] - c0[k] for k in c1} if c0 and c1 else None
+        report_inject(res, cpu)
+        print()
 
     other = (host_busy_seconds() - busy0) - (own_cpu_seconds(ours) - own0)
     wall = time.monotonic() - t0
-    print(f"\nother processes on the host used {max(other, 0):.1f} CPU-s during the "
+    print(f"other processes on the host used {max(other, 0):.1f} CPU-s during the "
           f"{wall:.0f} s of runs ({max(other, 0) / wall * 100:.0f}% of one CPU); "
           f"figures are unreliable when that is high")
 
