@@ -1,5 +1,6 @@
 #include "proxyd/attachment.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -34,6 +35,9 @@ namespace {
 constexpr size_t kMaxHead = 64 * 1024;
 constexpr auto kUpstreamConnectTimeout = seconds(15);
 constexpr auto kIdleTimeout = seconds(600);
+// Open connections one sandbox may hold (each costs proxyd three threads
+// and three descriptors).
+constexpr uint64_t kMaxConnections = 256;
 
 // Verdict is a decision plus what the log and a 403 need.
 struct Verdict {
@@ -74,10 +78,12 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   bool ready = false;
   std::string last_error;
   std::shared_ptr<const policyd::RuleSet> rules;
+  std::string policy_error;  // why the last snapshot was refused
   uint64_t revision = 0;
   std::set<grpc::ClientContext*> calls;  // cancelled on Stop
   std::atomic<uint64_t> open{0};
   std::atomic<int64_t> last_secrets_warning{0};
+  std::atomic<int64_t> last_cap_warning{0};
 
   bool Stopping() const {
     std::lock_guard<std::mutex> lock(mu);
@@ -121,6 +127,15 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
 
   bool HandleForward(Stream& client);
   bool HandleTransparent(Stream& client, const Address& addr, uint16_t port);
+  enum class FirstBytes { kTls, kHttp, kOther, kSilent };
+  // Classify looks at what a client sent first (without consuming it).
+  FirstBytes Classify(Stream& client, milliseconds wait);
+  // HandleInspected serves a connection whose requests are decided one by
+  // one (TLS intercepted, HTTP parsed), or which is denied: HTTP and TLS
+  // get answers (403 when refused), other traffic is carried when `v`
+  // allows the host outright, else reset.
+  bool HandleInspected(Stream& client, const std::string& host, uint16_t port, Verdict v,
+                       pb::Path via);
   // SpliceAllowed connects an allowed connection and copies both ways;
   // false (reset) when the upstream cannot be reached.
   bool SpliceAllowed(Stream& client, const std::string& host, uint16_t port, Verdict* v,
@@ -146,6 +161,11 @@ Attachment::~Attachment() {
   state_->cv.notify_all();
   if (policy_thread_.joinable()) policy_thread_.join();
   if (egress_thread_.joinable()) egress_thread_.join();
+  // Cancelled carries end their handlers through the socket pair; wait for
+  // them (bounded) so none outlives what it uses.
+  for (int i = 0; i < 500 && state_->open.load() > 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
 }
 
 void Attachment::Start() {
@@ -182,14 +202,19 @@ void Attachment::State::FollowPolicy() {
     airlock::policy::v1::CompiledPolicy policy;
     while (reader->Read(&policy)) {
       auto compiled = airlock::policyd::CompileSnapshot(policy);
+      std::lock_guard<std::mutex> lock(mu);
+      revision = policy.revision();
       if (!compiled.ok()) {
-        AIRLOCK_LOG_ERROR("refusing a policy snapshot",
+        // Keeping the old rules could keep a grant the new policy removed:
+        // deny everything until a snapshot compiles.
+        AIRLOCK_LOG_ERROR("refusing a policy snapshot; denying all egress until the next",
                           {{"sandbox", sandbox}, {"error", std::string(compiled.status().message())}});
+        rules = std::make_shared<const policyd::RuleSet>(std::vector<policyd::Rule>());
+        policy_error = std::string(compiled.status().message());
         continue;
       }
-      std::lock_guard<std::mutex> lock(mu);
       rules = *compiled;
-      revision = policy.revision();
+      policy_error.clear();
     }
     grpc::Status s = reader->Finish();
     Untrack(&ctx);
@@ -222,8 +247,25 @@ void Attachment::State::WatchEgress() {
     agentpb::EgressEvent event;
     while (reader->Read(&event)) {
       if (event.has_connection()) {
+        // A guest cannot exhaust proxyd's threads and descriptors for every
+        // sandbox: past the cap its new connections are left to time out
+        // (the agent resets them).
+        if (open.load() >= kMaxConnections) {
+          int64_t now = NowMs();
+          int64_t last = last_cap_warning.load();
+          if (now - last > 10000 && last_cap_warning.compare_exchange_strong(last, now)) {
+            AIRLOCK_LOG_WARN("sandbox is at its connection cap; new connections are refused",
+                             {{"sandbox", sandbox}});
+          }
+          continue;
+        }
         auto self = shared_from_this();
-        std::thread([self, ch = *channel, c = event.connection()] { self->Carry(ch, c); }).detach();
+        try {
+          std::thread([self, ch = *channel, c = event.connection()] { self->Carry(ch, c); })
+              .detach();
+        } catch (const std::system_error& e) {
+          AIRLOCK_LOG_ERROR("cannot start a connection thread", {{"error", e.what()}});
+        }
       } else if (event.has_dns()) {
         AnswerDns(stub.get(), event.dns());
       } else {
@@ -250,8 +292,17 @@ Verdict Attachment::State::Decide(const std::string& host, const Address* addr, 
     current = rules;
   }
   Verdict v;
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    error = policy_error;
+  }
   if (current == nullptr) {
     v.reason = "no policy from policyd yet (is policyd running?)";
+    return v;
+  }
+  if (!error.empty()) {
+    v.reason = "the sandbox's policy could not be compiled (" + error + ")";
     return v;
   }
   policyd::Request req;
@@ -369,6 +420,11 @@ void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::Dn
   auto question = ParseDnsQuery(q.packet());
   if (!question.ok()) {
     answer = DnsFormatError(q.packet());
+  } else if (Address literal{}; !CanonicalHost(question->name).ok() ||
+             policyd::ParseAddress(question->name, &literal)) {
+    // An address spelled as a name ("93.184.216.34", "0x5d.0xb8...") would
+    // be decided as a name and then connected to as an address.
+    answer = DnsEmptyAnswer(*question, kDnsNxDomain);
   } else if (question->qtype == kDnsTypeA && question->qclass == kDnsClassIn &&
              !question->name.empty()) {
     // Every name gets an address: a denied one is refused when connected
@@ -441,7 +497,11 @@ void Attachment::State::Carry(std::shared_ptr<grpc::Channel> channel,
       if (n <= 0) break;
       agentpb::EgressData d;
       d.set_data(buf, n);
-      if (!stream->Write(d)) break;
+      if (!stream->Write(d)) {
+        // The guest side is gone: make the handler see it at once.
+        shutdown(sp[1], SHUT_RDWR);
+        break;
+      }
     }
     agentpb::EgressData last;
     if (reset) {
@@ -514,21 +574,10 @@ bool Attachment::State::HandleForward(Stream& client) {
     return true;
   }
   if (v.inspect) {
-    // Method/path rules apply to this host: look inside the tunnel.
+    // Method/path rules (or a credential) apply to this host: look inside
+    // the tunnel.
     if (!client.WriteAll("HTTP/1.1 200 Connection established\r\n\r\n")) return true;
-    std::string first = Peek(client, 5, seconds(10));
-    if (LooksLikeTls(first)) {
-      ServeIntercepted(client, target->host, target->port, pb::FORWARD);
-      return true;
-    }
-    if (LooksLikeHttp(first)) {
-      auto inner = ReadHead(client, kMaxHead);
-      if (inner.ok()) ServeHttp(client, *inner, target->host, target->port, pb::FORWARD);
-      return true;
-    }
-    if (v.allow) return SpliceAllowed(client, target->host, target->port, &v, pb::FORWARD);
-    Record(target->host, target->port, "", "", v, pb::FORWARD);
-    return false;
+    return HandleInspected(client, target->host, target->port, v, pb::FORWARD);
   }
   auto fd = Connect(target->host, target->port, &v);
   Record(target->host, target->port, "", "", v, pb::FORWARD);
@@ -571,22 +620,78 @@ bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, u
     }
   }
   // Denied, or HTTP rules apply: an HTTP or TLS client gets its request
-  // decided (and a 403 when refused); anything else is reset.
-  std::string first = Peek(client, 5, seconds(3));
-  if (LooksLikeTls(first)) {
-    ServeIntercepted(client, shown, port, pb::TRANSPARENT);
-    return true;
+  // decided (and a 403 when refused); anything else is reset, or carried
+  // when the host is allowed outright.
+  return HandleInspected(client, shown, port, v, pb::TRANSPARENT);
+}
+
+Attachment::State::FirstBytes Attachment::State::Classify(Stream& client,
+                                                          milliseconds wait) {
+  std::string first = Peek(client, 5, wait);
+  if (first.empty()) return FirstBytes::kSilent;
+  if (LooksLikeTls(first)) return FirstBytes::kTls;
+  if (!LooksLikeHttp(first)) return FirstBytes::kOther;
+  // Could be a request: only a complete first line that is not a request
+  // line lets it pass as other traffic. Anything unclear goes to the
+  // strict HTTP path, never undecided through a tunnel.
+  std::string line = Peek(client, 8192, seconds(5), '\n');
+  size_t start = line.find_first_not_of("\r\n \t");
+  size_t end = line.find('\n', start == std::string::npos ? 0 : start);
+  if (start == std::string::npos || end == std::string::npos) return FirstBytes::kHttp;
+  return IsRequestLine(absl::string_view(line).substr(start, end - start)) ? FirstBytes::kHttp
+                                                                          : FirstBytes::kOther;
+}
+
+bool Attachment::State::HandleInspected(Stream& client, const std::string& host, uint16_t port,
+                                        Verdict v, pb::Path via) {
+  FirstBytes kind = Classify(client, seconds(5));
+  std::unique_ptr<Stream> upstream;
+  if (kind == FirstBytes::kSilent) {
+    if (!v.allow) {
+      Record(host, port, "", "", v, via);
+      return false;
+    }
+    // A silent client may be waiting for a server greeting (SSH, SMTP):
+    // HTTP and TLS servers never speak first, so a server that does is
+    // not one and the connection is carried as it is.
+    auto fd = Connect(host, port, &v);
+    if (!fd.ok()) {
+      Record(host, port, "", "", v, via);
+      return false;
+    }
+    upstream = std::make_unique<Stream>(*fd);
+    SetTimeouts(*fd, kIdleTimeout);
+    pollfd p[2] = {{client.fd(), POLLIN, 0}, {*fd, POLLIN, 0}};
+    if (poll(p, 2, static_cast<int>(kIdleTimeout.count() * 1000)) <= 0) return false;
+    if (p[1].revents != 0 && p[0].revents == 0) {
+      Record(host, port, "", "", v, via);
+      Splice(client, *upstream);
+      return true;
+    }
+    kind = Classify(client, seconds(5));
   }
-  if (!first.empty() && LooksLikeHttp(first)) {
-    auto head = ReadHead(client, kMaxHead);
-    if (head.ok()) ServeHttp(client, *head, shown, port, pb::TRANSPARENT);
-    return true;
+  switch (kind) {
+    case FirstBytes::kTls:
+      ServeIntercepted(client, host, port, via);
+      return true;
+    case FirstBytes::kHttp: {
+      auto head = ReadHead(client, kMaxHead);
+      if (head.ok()) ServeHttp(client, *head, host, port, via);
+      return true;
+    }
+    default:
+      break;
   }
-  // Not HTTP: allowed only when the host is granted outright (its HTTP
-  // rules do not concern this traffic); else reset.
-  if (v.allow) return SpliceAllowed(client, shown, port, &v, pb::TRANSPARENT);
-  Record(shown, port, "", "", v, pb::TRANSPARENT);
-  return false;
+  // Neither HTTP nor TLS: allowed only when the host is granted outright
+  // (its HTTP rules do not concern this traffic); else reset.
+  if (!v.allow) {
+    Record(host, port, "", "", v, via);
+    return false;
+  }
+  if (upstream == nullptr) return SpliceAllowed(client, host, port, &v, via);
+  Record(host, port, "", "", v, via);
+  Splice(client, *upstream);
+  return true;
 }
 
 bool Attachment::State::SpliceAllowed(Stream& client, const std::string& host, uint16_t port,
@@ -602,6 +707,9 @@ bool Attachment::State::SpliceAllowed(Stream& client, const std::string& host, u
 
 void Attachment::State::ServeIntercepted(Stream& client, const std::string& host, uint16_t port,
                                          pb::Path via) {
+  // The handshake reads the socket: bytes already buffered (a ClientHello
+  // sent before the CONNECT's answer) would be lost. Such clients close.
+  if (!client.unread().empty()) return;
   auto ctx = px->ca->ServerContextFor(host);
   if (!ctx.ok()) return;
   auto ssl = AcceptClientTls(ctx->get(), client.fd());
@@ -655,6 +763,14 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   if (forward) {
     req->Set("Host", HostHeaderValue(*target, false));
     req->target = target->origin_form;
+  } else if (absl::AsciiStrToLower(target->host) != absl::AsciiStrToLower(conn_host)) {
+    // The host decided (and given credentials) must be the one the server
+    // routes to: no virtual-host or domain-fronting games.
+    client.WriteAll(ErrorResponse(
+        400, "Bad Request",
+        absl::StrCat("the Host header names ", target->host, " but the connection is to ",
+                     conn_host)));
+    return;
   }
   if (absl::Status s = ValidatePath(target->path); !s.ok()) {
     client.WriteAll(ErrorResponse(400, "Bad Request", s.message()));
@@ -666,6 +782,8 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
                      target->path);
   absl::StatusOr<int> fd = absl::PermissionDeniedError("denied");
   if (v.allow) fd = Connect(host, port, &v);
+  // Owns the upstream socket from here, whatever return comes next.
+  std::unique_ptr<Stream> owned = fd.ok() ? std::make_unique<Stream>(*fd) : nullptr;
   if (!v.allow) {
     Record(host, port, req->method, target->path, v, via);
     client.WriteAll(DenyResponse(host, port, v.rule_text, v.rule_id, v.reason));
@@ -676,7 +794,10 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   std::vector<std::string> placed;
   std::string body;
   bool body_read = false;
-  std::vector<Placement> creds = is_ip ? std::vector<Placement>() : Credentials(host);
+  // Never over cleartext: a credential goes only inside TLS to a verified
+  // upstream.
+  std::vector<Placement> creds =
+      is_ip || !client.tls() ? std::vector<Placement>() : Credentials(host);
   if (!creds.empty()) {
     auto head_placed = InjectHead(&*req, creds);
     absl::Status st = head_placed.status();
@@ -701,7 +822,6 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
       v.reason = std::string(st.message());
       Record(host, port, req->method, target->path, v, via);
       client.WriteAll(ErrorResponse(422, "Unprocessable Entity", st.message()));
-      if (fd.ok()) close(*fd);
       return;
     }
   }
@@ -711,7 +831,7 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
     client.WriteAll(ErrorResponse(502, "Bad Gateway", fd.status().message()));
     return;
   }
-  Stream upstream(*fd);
+  Stream& upstream = *owned;
   SetTimeouts(*fd, kIdleTimeout);
   if (client.tls()) {
     auto ssl = StartUpstreamTls(px->upstream_tls.get(), *fd, host);
@@ -726,7 +846,13 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   req->Remove("Proxy-Connection");
   req->Remove("Proxy-Authorization");
   req->Remove("Keep-Alive");
-  req->Set("Connection", "close");
+  // A WebSocket upgrade keeps its Connection header (the 101 is spliced);
+  // everything else is one request per connection.
+  bool websocket = absl::AsciiStrToLower(req->Get("Upgrade")) == "websocket";
+  if (!websocket) {
+    req->Remove("Upgrade");
+    req->Set("Connection", "close");
+  }
   if (absl::AsciiStrToLower(req->Get("Expect")) == "100-continue") {
     req->Remove("Expect");
     if (!client.WriteAll("HTTP/1.1 100 Continue\r\n\r\n")) return;

@@ -4,6 +4,7 @@
 // apply, and logs each decision. It never decides policy itself. This file
 // only reads options and wires objects.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
@@ -36,6 +37,12 @@ std::vector<std::string> List(const std::string& value) {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
+  // Each carried connection holds three descriptors: use the hard limit.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   std::vector<airlock::OptionSpec> options = {
       {"policyd-socket", "policyd's Unix socket (default: <runtime-dir>/policyd.sock)", ""},
       {"secretsd-socket", "secretsd's Unix socket (default: <runtime-dir>/secretsd.sock)", ""},

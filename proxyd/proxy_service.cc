@@ -13,7 +13,7 @@ absl::Status ProxyService::Init() {
   if (!rows.ok()) return rows.status();
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& row : *rows) {
-    auto a = std::make_unique<Attachment>(row[0], row[1], px_);
+    auto a = std::make_shared<Attachment>(row[0], row[1], px_);
     a->Start();
     attached_[row[0]] = std::move(a);
     AIRLOCK_LOG_INFO("reattaching egress", {{"sandbox", row[0]}});
@@ -22,7 +22,7 @@ absl::Status ProxyService::Init() {
 }
 
 void ProxyService::Shutdown() {
-  std::map<std::string, std::unique_ptr<Attachment>> all;
+  std::map<std::string, std::shared_ptr<Attachment>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
     all.swap(attached_);
@@ -36,7 +36,7 @@ grpc::Status ProxyService::Attach(grpc::ServerContext*, const pb::AttachRequest*
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "Attach needs a sandbox name and the absolute path of its egress socket");
   }
-  std::unique_ptr<Attachment> old;
+  std::shared_ptr<Attachment> old;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = attached_.find(req->sandbox());
@@ -52,9 +52,9 @@ grpc::Status ProxyService::Attach(grpc::ServerContext*, const pb::AttachRequest*
       !s.ok()) {
     return grpc::Status(grpc::StatusCode::INTERNAL, std::string(s.message()));
   }
-  auto a = std::make_unique<Attachment>(req->sandbox(), req->channel_path(), px_);
+  auto a = std::make_shared<Attachment>(req->sandbox(), req->channel_path(), px_);
   a->Start();
-  Attachment* raw = a.get();
+  std::shared_ptr<Attachment> raw = a;
   {
     std::lock_guard<std::mutex> lock(mu_);
     attached_[req->sandbox()] = std::move(a);
@@ -69,7 +69,7 @@ grpc::Status ProxyService::Attach(grpc::ServerContext*, const pb::AttachRequest*
 
 grpc::Status ProxyService::Detach(grpc::ServerContext*, const pb::DetachRequest* req,
                                   pb::DetachResponse*) {
-  std::unique_ptr<Attachment> a;
+  std::shared_ptr<Attachment> a;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = attached_.find(req->sandbox());

@@ -38,7 +38,9 @@ class ProxyService final : public airlock::proxy::v1::Proxy::Service {
   StateDb* db_;
   ProxyContext* px_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Attachment>> attached_;
+  // shared_ptr: Attach waits on one without the lock while a Detach (or a
+  // second Attach) may drop it from the map.
+  std::map<std::string, std::shared_ptr<Attachment>> attached_;
 };
 
 }  // namespace airlock::proxyd

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -84,7 +85,7 @@ absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max) {
   }
 }
 
-std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait) {
+std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait, char until) {
   if (!stream.unread().empty() || stream.tls()) return stream.unread();
   // MSG_PEEK leaves the bytes in the socket, where a TLS handshake that
   // follows must find them.
@@ -97,7 +98,9 @@ std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait) {
     if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
     ssize_t r = recv(stream.fd(), got.data(), n, MSG_PEEK | MSG_DONTWAIT);
     if (r <= 0) return "";
-    if (static_cast<size_t>(r) >= std::min<size_t>(n, 3)) {
+    bool enough = until != 0 ? memchr(got.data(), until, r) != nullptr || static_cast<size_t>(r) == n
+                             : static_cast<size_t>(r) >= std::min<size_t>(n, 3);
+    if (enough) {
       got.resize(r);
       return got;
     }

@@ -62,7 +62,8 @@ absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max);
 // Peek returns up to `n` first bytes of a plain stream without consuming
 // them, waiting at most `wait` for at least 3 (enough to tell TLS, HTTP
 // and the rest apart); what is there when the wait ends (maybe nothing).
-std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait);
+// With `until`, it waits (up to `wait`) for that byte to appear instead.
+std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait, char until = 0);
 
 // Splice copies both ways until both directions have ended; an end of
 // stream on one side is passed on as ShutdownWrite to the other. Returns

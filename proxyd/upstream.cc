@@ -94,13 +94,15 @@ std::array<uint8_t, 4> SyntheticNames::AddressFor(const std::string& name) {
   if (it != by_name_.end()) {
     index = it->second;
   } else {
-    // 2^17 - 2 names; after that the oldest addresses are reused.
-    index = static_cast<uint32_t>(names_.size() % 131070) + 1;
-    if (names_.size() >= 131070) {
+    // 2^17 - 2 names; after that the oldest addresses are reused in turn.
+    if (names_.size() < 131070) {
+      names_.push_back(name);
+      index = static_cast<uint32_t>(names_.size());
+    } else {
+      index = next_reuse_ + 1;
+      next_reuse_ = (next_reuse_ + 1) % 131070;
       by_name_.erase(names_[index - 1]);
       names_[index - 1] = name;
-    } else {
-      names_.push_back(name);
     }
     by_name_[name] = index;
   }

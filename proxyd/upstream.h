@@ -47,6 +47,7 @@ class SyntheticNames {
   mutable std::mutex mu_;
   std::unordered_map<std::string, uint32_t> by_name_;
   std::vector<std::string> names_;  // index + 1 = host part of the address
+  uint32_t next_reuse_ = 0;          // once full, the index reused next
 };
 
 // IsSynthetic is true for 198.18.0.0/15.

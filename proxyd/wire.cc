@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -277,13 +278,27 @@ bool LooksLikeTls(absl::string_view b) {
 }
 
 bool LooksLikeHttp(absl::string_view b) {
-  constexpr size_t kMaxMethod = 20;
-  for (size_t i = 0; i < b.size(); ++i) {
-    char c = b[i];
-    if (c == ' ') return i > 0;
-    if (i == kMaxMethod || !(absl::ascii_isupper(c) || c == '-' || c == '_')) return false;
+  // Lenient servers skip blank lines before a request and take any token as
+  // a method, so anything that could start one counts: a strict parser
+  // then refuses what is not a real request.
+  size_t i = 0;
+  while (i < b.size() && (b[i] == '\r' || b[i] == '\n' || b[i] == ' ' || b[i] == '\t')) ++i;
+  if (i == b.size()) return i > 0;
+  char c = b[i];
+  return absl::ascii_isalnum(c) || absl::StrContains("!#$%&'*+-.^_`|~", c);
+}
+
+bool IsRequestLine(absl::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  size_t sp1 = line.find(' ');
+  if (sp1 == 0 || sp1 == absl::string_view::npos) return false;
+  for (char c : line.substr(0, sp1)) {
+    if (!absl::ascii_isalnum(c) && !absl::StrContains("!#$%&'*+-.^_`|~", c)) return false;
   }
-  return !b.empty();
+  size_t sp2 = line.rfind(' ');
+  if (sp2 == sp1) return false;
+  absl::string_view version = line.substr(sp2 + 1);
+  return version == "HTTP/1.1" || version == "HTTP/1.0";
 }
 
 absl::StatusOr<DnsQuestion> ParseDnsQuery(absl::string_view packet) {

@@ -29,11 +29,17 @@ absl::StatusOr<std::string> ParseClientHelloSni(absl::string_view data, bool* ne
 // handshake record: 0x16 0x03 followed by a minor version up to 0x04.
 bool LooksLikeTls(absl::string_view first_bytes);
 
-// LooksLikeHttp is true when `first_bytes` (at least one) can begin an
-// HTTP/1.x request: an upper-case method (letters, '-' or '_', at most 20)
-// followed by a space. A prefix of that ("GE") counts, so a caller can
-// decide as soon as the answer is no.
+// LooksLikeHttp is true when `first_bytes` could begin an HTTP/1.x request
+// to a lenient server: after any blank lines or spaces, a token character
+// (a method of any case). Deliberately broad: what is routed to the HTTP
+// path and is not a request gets a 400 there, while a real request that
+// slipped past would reach the server undecided. Only whitespace so far
+// counts as yes (more may follow).
 bool LooksLikeHttp(absl::string_view first_bytes);
+
+// IsRequestLine is true for "METHOD SP target SP HTTP/1.x" (a trailing CR
+// allowed), the first line of any HTTP/1 request a server would serve.
+bool IsRequestLine(absl::string_view line);
 
 // DnsQuestion is a parsed DNS query.
 struct DnsQuestion {

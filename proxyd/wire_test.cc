@@ -200,11 +200,15 @@ TEST(SniffTest, LooksLikeTlsOrHttp) {
                           "CONNECT a:443 HTTP/1.1", "TRACE ", "PROPFIND ", "M-SEARCH * HTTP/1.1"}) {
     EXPECT_TRUE(LooksLikeHttp(yes)) << yes;
   }
-  for (const char* no : {"", " GET", "get / HTTP/1.1", "GET\t/", "G3T /", "SSH-2.0-OpenSSH",
-                         "\x16\x03\x01", "ABCDEFGHIJKLMNOPQRSTU ", "ABCDEFGHIJKLMNOPQRSTU"}) {
+  // Lenient servers take these as requests too, so they go to the strict
+  // HTTP path rather than through a tunnel undecided.
+  for (const char* yes : {"\r\nDELETE /x HTTP/1.1", " GET", "get / HTTP/1.1", "G3T /",
+                          "SSH-2.0-OpenSSH", "\r\n"}) {
+    EXPECT_TRUE(LooksLikeHttp(yes)) << absl::CEscape(yes);
+  }
+  for (const char* no : {"", "\x16\x03\x01", "\x00\x01", "\xff\xfe"}) {
     EXPECT_FALSE(LooksLikeHttp(no)) << absl::CEscape(no);
   }
-  EXPECT_TRUE(LooksLikeHttp("ABCDEFGHIJKLMNOPQRST "));
 }
 
 // Query builds a DNS query packet by hand.
@@ -398,6 +402,17 @@ TEST(DnsTest, FormatError) {
   EXPECT_EQ(reply, std::string("\x12\x34\x80\x81\x00\x00\x00\x00\x00\x00\x00\x00", 12));
   reply = DnsFormatError(std::string("\xab\xcd\x01\x00\x00\x01garbage", 13));
   EXPECT_EQ(reply, std::string("\xab\xcd\x81\x81\x00\x00\x00\x00\x00\x00\x00\x00", 12));
+}
+
+TEST(WireTest, IsRequestLine) {
+  for (const char* yes : {"GET / HTTP/1.1", "DELETE /repos/a HTTP/1.0\r", "get /x HTTP/1.1",
+                          "M-SEARCH * HTTP/1.1"}) {
+    EXPECT_TRUE(IsRequestLine(yes)) << yes;
+  }
+  for (const char* no : {"SSH-2.0-OpenSSH_9.2\r", "GET /", "GET / HTTP/2", "PING", "",
+                         " GET / HTTP/1.1", "G@T / HTTP/1.1"}) {
+    EXPECT_FALSE(IsRequestLine(no)) << no;
+  }
 }
 
 }  // namespace

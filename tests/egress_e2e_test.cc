@@ -214,6 +214,11 @@ TEST_F(EgressE2ETest, MethodAndPathRulesOnInterceptedHttps) {
   EXPECT_NE(other.out.find("status=403"), std::string::npos) << other.out;
   auto traversal = Guest(kCurl + "--path-as-is " + Https("api.example.test") + "/repos/../admin");
   EXPECT_EQ(traversal.out.find("upstream saw"), std::string::npos) << traversal.out;
+  // The Host header must name the host the connection was decided for.
+  auto fronted = Guest(kCurl + "-H 'Host: denied.example.test' " + Https("api.example.test") +
+                       "/repos/a/b");
+  EXPECT_NE(fronted.out.find("status=400"), std::string::npos) << fronted.out << fronted.err;
+  EXPECT_EQ(fronted.out.find("upstream saw"), std::string::npos) << fronted.out;
   // A host granted only for HTTP refuses other traffic on it.
   auto raw = Guest(absl::StrCat("exec 3<>/dev/tcp/api.example.test/", https_.port,
                                 " && printf 'SSH-2.0-x\\r\\n' >&3 && cat <&3"));
@@ -279,6 +284,9 @@ TEST_F(EgressE2ETest, DeniedNameResolvesAndFailsTheSameWay) {
   auto r = Guest(std::string(kCurl) + "--noproxy '*' " + Https("denied.example.test") + "/x");
   EXPECT_NE(r.out.find("status=403"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.out.find("blocked denied.example.test"), std::string::npos) << r.out;
+  // An address spelled as a name is not resolved (it would be decided as a
+  // name and connected to as an address).
+  EXPECT_NE(Guest("getent hosts 0x5d.0xb8.0xd8.0x22").exit_code, 0);
   // No AAAA, no other record types, no UDP anywhere else.
   auto udp = Guest("exec 3<>/dev/udp/1.1.1.1/53 && echo x >&3");
   EXPECT_NE(udp.exit_code, 0);

@@ -119,7 +119,9 @@ VmConfig SandboxManager::ConfigFor(const vmm::Sandbox& sb) const {
   c.memory_mib = sb.memory_mib();
   c.accelerator = sb.accelerator();
   c.agent_socket = absl::StrCat(options_.runtime_dir, "/vms/", c.name, ".sock");
-  c.egress_socket = absl::StrCat(options_.runtime_dir, "/vms/", c.name, ".egress.sock");
+  // '@' cannot appear in a sandbox name, so no name's agent socket is
+  // another's egress socket.
+  c.egress_socket = absl::StrCat(options_.runtime_dir, "/vms/", c.name, "@egress.sock");
   c.console_log = c.dir + "/console.log";
   c.vmm_log = c.dir + "/vmm.log";
   for (const Share& s : SharesOf(sb)) c.shares.push_back({s.tag, s.socket});
@@ -579,7 +581,8 @@ absl::Status SandboxManager::AttachEgress(const std::string& name, const VmConfi
   return absl::OkStatus();
 }
 
-std::map<std::string, std::string> SandboxManager::SecretSentinels(const std::string& name) {
+absl::StatusOr<std::map<std::string, std::string>> SandboxManager::SecretSentinels(
+    const std::string& name) {
   std::map<std::string, std::string> out;
   auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
   grpc::ClientContext ctx;
@@ -589,15 +592,15 @@ std::map<std::string, std::string> SandboxManager::SecretSentinels(const std::st
   airlock::secrets::v1::SentinelsResponse resp;
   grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
   if (!s.ok()) {
-    AIRLOCK_LOG_WARN("cannot get secret sentinels; exec goes without them",
-                     {{"sandbox", name}, {"error", s.error_message()}});
-    return out;
+    return absl::UnavailableError(absl::StrCat(
+        "secretsd at ", options_.secretsd_socket, " did not give the sandbox's credential "
+        "variables (", s.error_message(), "); start it with `airlock daemon start`"));
   }
   out.insert(resp.env().begin(), resp.env().end());
   return out;
 }
 
-void SandboxManager::ForgetSecrets(const std::string& name) {
+absl::Status SandboxManager::ForgetSecrets(const std::string& name) {
   auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(10));
@@ -606,9 +609,12 @@ void SandboxManager::ForgetSecrets(const std::string& name) {
   airlock::secrets::v1::ForgetResponse resp;
   grpc::Status s = secrets->Forget(&ctx, req, &resp);
   if (!s.ok()) {
-    AIRLOCK_LOG_WARN("cannot tell secretsd the sandbox is gone",
-                     {{"sandbox", name}, {"error", s.error_message()}});
+    return absl::UnavailableError(absl::StrCat(
+        "cannot remove sandbox ", name, ": secretsd at ", options_.secretsd_socket,
+        " must forget its secrets first and did not answer (", s.error_message(),
+        "); start it with `airlock daemon start` and retry"));
   }
+  return absl::OkStatus();
 }
 
 void SandboxManager::DetachEgress(const std::string& name) {
@@ -741,6 +747,15 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
           "sandbox ", name, " is ", StateName(st), "; stop it first (`airlock stop ", name,
           "`) or remove it with `airlock rm -f ", name, "`"));
     }
+    // secretsd must forget the sandbox before anything is removed, or a
+    // new sandbox of the same name would inherit its secrets.
+    lock.unlock();
+    if (absl::Status fs = ForgetSecrets(name); !fs.ok()) return fs;
+    lock.lock();
+    it = records_.find(name);
+    if (it == records_.end()) {
+      return absl::NotFoundError(absl::StrCat("no sandbox named \"", name, "\" (see `airlock ls`)"));
+    }
     // A boot in progress gives up; wait until it has.
     it->second.cancel = true;
     changed_.wait(lock, [&] { return !records_[name].busy; });
@@ -754,7 +769,6 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
   }
   ClosePorts(name);
   DetachEgress(name);
-  ForgetSecrets(name);
   KillVm(sb);
   VmConfig config = ConfigFor(sb);
   unlink(config.agent_socket.c_str());

@@ -64,10 +64,9 @@ class SandboxManager {
   absl::StatusOr<airlock::vmm::v1::Sandbox> Create(const airlock::vmm::v1::SandboxSpec& spec,
                                                    bool start);
   // SecretSentinels is the environment secretsd gives the sandbox's guest:
-  // variable -> sentinel, never a value. Empty (logged) when secretsd
-  // cannot be reached. The first call for a name registers the sandbox as
-  // created now, which decides which global secrets apply to it.
-  std::map<std::string, std::string> SecretSentinels(const std::string& name);
+  // variable -> sentinel, never a value; UNAVAILABLE when secretsd does not
+  // answer (an exec without them would fail confusingly later).
+  absl::StatusOr<std::map<std::string, std::string>> SecretSentinels(const std::string& name);
   absl::StatusOr<airlock::vmm::v1::Sandbox> Get(const std::string& name);
   std::vector<airlock::vmm::v1::Sandbox> List();
   // Start boots a STOPPED or FAILED sandbox in the background.
@@ -153,8 +152,9 @@ class SandboxManager {
   // effort.
   absl::Status AttachEgress(const std::string& name, const VmConfig& config);
   void DetachEgress(const std::string& name);
-  // ForgetSecrets tells secretsd the sandbox is gone (best effort).
-  void ForgetSecrets(const std::string& name);
+  // ForgetSecrets tells secretsd the sandbox is gone; rm stops when it
+  // cannot.
+  absl::Status ForgetSecrets(const std::string& name);
   // AnswerStoppedClone makes the git port say that the sandbox is stopped.
   void AnswerStoppedClone(const airlock::vmm::v1::Sandbox& sb);
   // OpenPorts starts listening for every mapping of a sandbox that just

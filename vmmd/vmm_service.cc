@@ -127,8 +127,10 @@ grpc::Status VmmService::Exec(
   }
   // Secrets first, as sentinels only (never a value): the sandbox's spec
   // env and the request's own entries come after and win.
+  auto sentinels = manager_->SecretSentinels(start->sandbox());
+  if (!sentinels.ok()) return ToGrpc(sentinels.status());
   google::protobuf::RepeatedPtrField<std::string> env;
-  for (const auto& [k, v] : manager_->SecretSentinels(start->sandbox())) *env.Add() = k + "=" + v;
+  for (const auto& [k, v] : *sentinels) *env.Add() = k + "=" + v;
   for (const auto& [k, v] : spec->spec().env()) *env.Add() = k + "=" + v;
   env.MergeFrom(start->env());
   start->mutable_env()->Swap(&env);
