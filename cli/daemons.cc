@@ -190,4 +190,14 @@ absl::Status Daemons::EnsureRunning(const std::string& name) {
   return Start(isatty(STDERR_FILENO));
 }
 
+std::shared_ptr<grpc::Channel> ChannelTo(const std::string& name, int* exit_code) {
+  Daemons d;
+  if (absl::Status s = d.EnsureRunning(name); !s.ok()) {
+    std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
+    *exit_code = 1;
+    return nullptr;
+  }
+  return DialUnix(d.SocketOf(name));
+}
+
 }  // namespace airlock::cli

@@ -4,8 +4,11 @@
 #ifndef AIRLOCK_CLI_DAEMONS_H_
 #define AIRLOCK_CLI_DAEMONS_H_
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -63,6 +66,11 @@ class Daemons {
   std::string runtime_dir_;
   std::string state_dir_;
 };
+
+// ChannelTo returns a channel to daemon `name`, starting the daemons first
+// when it does not answer. Null (after printing why and setting
+// *exit_code to 1) when they cannot be started.
+std::shared_ptr<grpc::Channel> ChannelTo(const std::string& name, int* exit_code);
 
 }  // namespace airlock::cli
 

@@ -22,13 +22,8 @@ namespace pb = airlock::policy::v1;
 namespace {
 
 std::unique_ptr<pb::Policy::Stub> ConnectPolicy(int* exit_code) {
-  Daemons d;
-  if (absl::Status s = d.EnsureRunning("policyd"); !s.ok()) {
-    std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
-    *exit_code = 1;
-    return nullptr;
-  }
-  return pb::Policy::NewStub(DialUnix(d.SocketOf("policyd")));
+  auto channel = ChannelTo("policyd", exit_code);
+  return channel ? pb::Policy::NewStub(channel) : nullptr;
 }
 
 bool Failed(const grpc::Status& s, int* exit_code) {
@@ -225,13 +220,9 @@ void AddPolicyCommand(CLI::App& app, int* exit_code) {
   auto* lg_follow = log->add_flag("-f,--follow", "Keep printing new decisions as they happen");
   auto* lg_json = log->add_flag("--json", "Print one JSON object per line");
   log->callback([=] {
-    Daemons d;
-    if (absl::Status s = d.EnsureRunning("proxyd"); !s.ok()) {
-      std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
-      *exit_code = 1;
-      return;
-    }
-    auto stub = airlock::proxy::v1::Proxy::NewStub(DialUnix(d.SocketOf("proxyd")));
+    auto channel = ChannelTo("proxyd", exit_code);
+    if (!channel) return;
+    auto stub = airlock::proxy::v1::Proxy::NewStub(channel);
     grpc::ClientContext ctx;
     airlock::proxy::v1::DecisionLogRequest req;
     req.set_sandbox(*lg_sandbox);

@@ -22,13 +22,8 @@ namespace pb = airlock::secrets::v1;
 namespace {
 
 std::unique_ptr<pb::Secrets::Stub> ConnectSecrets(int* exit_code) {
-  Daemons d;
-  if (absl::Status s = d.EnsureRunning("secretsd"); !s.ok()) {
-    std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
-    *exit_code = 1;
-    return nullptr;
-  }
-  return pb::Secrets::NewStub(DialUnix(d.SocketOf("secretsd")));
+  auto channel = ChannelTo("secretsd", exit_code);
+  return channel ? pb::Secrets::NewStub(channel) : nullptr;
 }
 
 bool Failed(const grpc::Status& s, int* exit_code) {

@@ -1,5 +1,5 @@
 // Whole-buffer I/O: writing all of a buffer to a descriptor, reading all
-// of a file.
+// of a file; and a descriptor that closes itself.
 #ifndef AIRLOCK_COMMON_FD_IO_H_
 #define AIRLOCK_COMMON_FD_IO_H_
 
@@ -13,6 +13,27 @@
 #include "absl/strings/string_view.h"
 
 namespace airlock {
+
+// UniqueFd owns a file descriptor and closes it when it goes out of scope.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  ~UniqueFd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  // release gives the descriptor up without closing it.
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
 
 // WriteAll writes every byte of `data` to `fd`, retrying short writes and
 // EINTR. False when the descriptor fails (the reader is gone).

@@ -106,20 +106,6 @@ absl::Status SysError(absl::string_view what, int err) {
 // terminal, which would hang a daemon.
 int NoPassword(char*, int, int, void*) { return -1; }
 
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 absl::StatusOr<std::string> ReadFd(int fd, const std::string& path) {
   std::string out;
   char buf[4096];
@@ -133,7 +119,7 @@ absl::StatusOr<std::string> ReadFd(int fd, const std::string& path) {
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return SysError(path, errno);
   return ReadFd(fd.get(), path);
 }
@@ -152,7 +138,7 @@ absl::Status WriteFileAtomically(int dirfd, const std::string& dir, const std::s
   int raw = openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (raw < 0) return SysError(absl::StrCat("creating ", tmp_path), errno);
   {
-    ScopedFd fd(raw);
+    UniqueFd fd(raw);
     if (fchmod(fd.get(), mode) != 0) return SysError(absl::StrCat("chmod ", tmp_path), errno);
     if (!WriteAll(fd.get(), data)) return SysError(absl::StrCat("writing ", tmp_path), errno);
     if (fsync(fd.get()) != 0) return SysError(absl::StrCat("syncing ", tmp_path), errno);
@@ -379,7 +365,7 @@ absl::StatusOr<UniqueX509> ParseCertificate(const std::string& pem, const std::s
 // LoadKey reads the CA key, refusing one that others may read: whoever
 // reads it can intercept every sandbox's TLS.
 absl::StatusOr<UniquePkey> LoadKey(int dirfd, const std::string& path) {
-  ScopedFd fd(openat(dirfd, kKeyFile, O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(openat(dirfd, kKeyFile, O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return SysError(path, errno);
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return SysError(path, errno);
@@ -483,7 +469,7 @@ std::string HandshakeFailure(SSL* ssl, int rc, int saved_errno) {
 absl::StatusOr<std::unique_ptr<CertificateAuthority>> CertificateAuthority::LoadOrCreate(
     const std::string& dir) {
   ERR_clear_error();
-  ScopedFd dirfd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dirfd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dirfd.get() < 0) return SysError(absl::StrCat("CA directory ", dir), errno);
   // Serializes check-then-create with any other process doing the same;
   // released when dirfd closes.

@@ -14,26 +14,6 @@
 namespace airlock::secretsd {
 namespace {
 
-// Closes a descriptor when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
-
 std::string Errno() { return strerror(errno); }
 
 std::string DirOf(const std::string& path) {
@@ -45,7 +25,7 @@ std::string DirOf(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<SecretKey> LoadKeyFile(const std::string& path) {
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) {
       struct stat link;
@@ -106,7 +86,7 @@ absl::StatusOr<SecretKey> CreateKeyFile(const std::string& path) {
   if (!key.ok()) return key.status();
 
   std::string tmp = absl::StrCat(path, ".tmp-", getpid());
-  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (fd.get() < 0) {
     return absl::InternalError(absl::StrCat("cannot create key file ", tmp, ": ", Errno()));
   }
@@ -120,7 +100,7 @@ absl::StatusOr<SecretKey> CreateKeyFile(const std::string& path) {
     return absl::InternalError(absl::StrCat("cannot write key file ", path, ": ", err));
   }
   // The rename is durable only once the directory entry is.
-  Fd dir(open(DirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir(open(DirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() >= 0) fsync(dir.get());
   return key;
 }

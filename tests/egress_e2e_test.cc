@@ -25,27 +25,12 @@ namespace {
 
 using testing::BinaryPath;
 
-struct Upstream {
-  pid_t pid = 0;
-  int port = 0;
-};
+using Upstream = testing::FixtureServer;
 
 Upstream StartUpstream(const std::string& dir, const std::string& name, bool tls) {
-  std::string ready = dir + "/" + name + ".port";
-  std::vector<std::string> argv = {"python3", BinaryPath("tests/fixtures/upstream.py"), "--port",
-                                   "0", "--ready", ready};
-  if (tls) {
-    argv.insert(argv.end(), {"--tls", dir + "/up.pem", dir + "/up.key"});
-  }
-  auto pid = SpawnDetached(argv, dir + "/" + name + ".log");
-  EXPECT_TRUE(pid.ok());
-  Upstream u;
-  u.pid = pid.ok() ? *pid : 0;
-  for (int i = 0; i < 100 && u.port == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    u.port = std::atoi(ReadFileToString(ready).c_str());
-  }
-  return u;
+  std::vector<std::string> argv = {"python3", BinaryPath("tests/fixtures/upstream.py")};
+  if (tls) argv.insert(argv.end(), {"--tls", dir + "/up.pem", dir + "/up.key"});
+  return testing::StartFixtureServer(dir, name, argv);
 }
 
 class EgressE2ETest : public ::testing::Test {
@@ -55,26 +40,17 @@ class EgressE2ETest : public ::testing::Test {
     env_ = new std::map<std::string, std::string>(testing::AirlockEnv(dir_->path()));
     const std::string d = dir_->path();
     // A test CA and an upstream certificate for the test names.
-    auto sh = RunCommand(
-        {"sh", "-c",
-         "set -e; cd " + d +
-             "; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-             "-keyout ca.key -out ca.pem -days 2 -subj '/CN=airlock test CA' 2>/dev/null;"
-             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout up.key "
-             "-out up.csr -subj '/CN=api.example.test' 2>/dev/null;"
-             "printf 'subjectAltName=DNS:api.example.test,DNS:a.wild.test,DNS:x.y.deep.test,"
-             "DNS:later.example.test\\n' > ext;"
-             "openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out up.pem "
-             "-days 2 -extfile ext 2>/dev/null"});
+    auto sh = testing::MakeTestCerts(
+        d, {"api.example.test", "a.wild.test", "x.y.deep.test", "later.example.test"});
     ASSERT_EQ(sh.exit_code, 0) << sh.err;
     https_ = StartUpstream(d, "https", true);
     http_ = StartUpstream(d, "http", false);
     ASSERT_GT(https_.port, 0);
     ASSERT_GT(http_.port, 0);
     std::string names;
-    for (const char* n : {"api.example.test", "plain.example.test", "a.wild.test", "b.c.wild.test",
-                          "x.y.deep.test", "denied.example.test", "later.example.test",
-                          "wrongname.example.test"}) {
+    for (const char* n :
+         {"api.example.test", "plain.example.test", "a.wild.test", "b.c.wild.test", "x.y.deep.test",
+          "denied.example.test", "later.example.test", "wrongname.example.test"}) {
       absl::StrAppend(&names, names.empty() ? "" : ",", n, "=127.0.0.1");
     }
     MakeDirs(d + "/state", 0700).IgnoreError();
@@ -146,7 +122,9 @@ Upstream EgressE2ETest::https_, EgressE2ETest::http_;
 const std::string kCurl = "curl -sS -m 20 -w '\\nstatus=%{http_code}\\n' ";
 
 TEST_F(EgressE2ETest, GuestSeesProxyEnvironmentAndTrustsTheCa) {
-  auto r = Guest("env | sort; grep -c 'BEGIN CERTIFICATE' /usr/local/share/ca-certificates/airlock-egress-ca.crt");
+  auto r = Guest(
+      "env | sort; grep -c 'BEGIN CERTIFICATE' "
+      "/usr/local/share/ca-certificates/airlock-egress-ca.crt");
   EXPECT_NE(r.out.find("HTTPS_PROXY=http://127.0.0.1:3128"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"), std::string::npos);
   EXPECT_NE(r.out.find("NODE_EXTRA_CA_CERTS="), std::string::npos);
@@ -184,7 +162,8 @@ TEST_F(EgressE2ETest, OpaqueTunnelForAHostAllowedOutright) {
   EXPECT_NE(r.out.find("upstream saw GET /tunnel"), std::string::npos) << r.out << r.err;
   auto t = Guest(std::string(kCurl) + "--noproxy '*' --cacert /tmp/testca.pem " +
                  Https("api.example.test") + "/transparent-tunnel");
-  EXPECT_NE(t.out.find("upstream saw GET /transparent-tunnel"), std::string::npos) << t.out << t.err;
+  EXPECT_NE(t.out.find("upstream saw GET /transparent-tunnel"), std::string::npos)
+      << t.out << t.err;
 }
 
 TEST_F(EgressE2ETest, WildcardsOneLabelAndAnyDepth) {
@@ -215,8 +194,8 @@ TEST_F(EgressE2ETest, MethodAndPathRulesOnInterceptedHttps) {
   auto traversal = Guest(kCurl + "--path-as-is " + Https("api.example.test") + "/repos/../admin");
   EXPECT_EQ(traversal.out.find("upstream saw"), std::string::npos) << traversal.out;
   // The Host header must name the host the connection was decided for.
-  auto fronted = Guest(kCurl + "-H 'Host: denied.example.test' " + Https("api.example.test") +
-                       "/repos/a/b");
+  auto fronted =
+      Guest(kCurl + "-H 'Host: denied.example.test' " + Https("api.example.test") + "/repos/a/b");
   EXPECT_NE(fronted.out.find("status=400"), std::string::npos) << fronted.out << fronted.err;
   EXPECT_EQ(fronted.out.find("upstream saw"), std::string::npos) << fronted.out;
   // A host granted only for HTTP refuses other traffic on it.

@@ -3,14 +3,13 @@
 // credential's hosts. Real guest, real daemons, loopback upstreams with a
 // test CA standing in for api.anthropic.com and github.com (proxyd's
 // --resolve map points those names at 127.0.0.1).
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/client.h"
@@ -35,23 +34,7 @@ std::string Bracketed(const std::string& text) {
   return text.substr(0, text.size() - 1) + "[" + text.back() + "]";
 }
 
-struct Server {
-  pid_t pid = 0;
-  int port = 0;
-};
-
-Server Start(const std::string& dir, const std::string& name, std::vector<std::string> argv) {
-  std::string ready = dir + "/" + name + ".port";
-  argv.insert(argv.end(), {"--port", "0", "--ready", ready});
-  auto pid = SpawnDetached(argv, dir + "/" + name + ".log");
-  Server s;
-  s.pid = pid.ok() ? *pid : 0;
-  for (int i = 0; i < 100 && s.port == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    s.port = std::atoi(ReadFileToString(ready).c_str());
-  }
-  return s;
-}
+using Server = testing::FixtureServer;
 
 class SecretsE2ETest : public ::testing::Test {
  protected:
@@ -59,28 +42,26 @@ class SecretsE2ETest : public ::testing::Test {
     dir_ = new testing::ShortTempDir();
     env_ = new std::map<std::string, std::string>(testing::AirlockEnv(dir_->path()));
     const std::string d = dir_->path();
+    auto certs =
+        testing::MakeTestCerts(d, {"api.anthropic.com", "other.example.test", "github.com"});
+    ASSERT_EQ(certs.exit_code, 0) << certs.err;
+    // A bare repository for the git server standing in for github.com.
     auto sh = RunCommand(
         {"sh", "-c",
          "set -e; cd " + d +
-             "; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-             "-keyout ca.key -out ca.pem -days 2 -subj '/CN=airlock test CA' 2>/dev/null;"
-             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout up.key "
-             "-out up.csr -subj '/CN=api.anthropic.com' 2>/dev/null;"
-             "printf 'subjectAltName=DNS:api.anthropic.com,DNS:other.example.test,"
-             "DNS:github.com\\n' > ext;"
-             "openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out up.pem "
-             "-days 2 -extfile ext 2>/dev/null;"
-             "mkdir -p git && git init -q --bare git/repo.git && git clone -q git/repo.git w "
+             "; mkdir -p git && git init -q --bare git/repo.git && git clone -q git/repo.git w "
              "2>/dev/null && cd w && echo from-github > README && git add README && "
              "git -c user.email=t@t -c user.name=t commit -qm one && "
              "git push -q origin HEAD:refs/heads/main && "
              "git -C ../git/repo.git symbolic-ref HEAD refs/heads/main"});
     ASSERT_EQ(sh.exit_code, 0) << sh.err;
-    https_ = Start(d, "https", {"python3", BinaryPath("tests/fixtures/upstream.py"), "--tls",
-                                d + "/up.pem", d + "/up.key"});
-    git_ = Start(d, "git", {"python3", BinaryPath("tests/fixtures/git_http.py"), "--root",
-                            d + "/git", "--auth", std::string("x-access-token:") + kGithubToken,
-                            "--tls", d + "/up.pem", d + "/up.key"});
+    https_ = testing::StartFixtureServer(d, "https",
+                                         {"python3", BinaryPath("tests/fixtures/upstream.py"),
+                                          "--tls", d + "/up.pem", d + "/up.key"});
+    git_ = testing::StartFixtureServer(
+        d, "git",
+        {"python3", BinaryPath("tests/fixtures/git_http.py"), "--root", d + "/git", "--auth",
+         std::string("x-access-token:") + kGithubToken, "--tls", d + "/up.pem", d + "/up.key"});
     ASSERT_GT(https_.port, 0);
     ASSERT_GT(git_.port, 0);
     MakeDirs(d + "/state", 0700).IgnoreError();
@@ -96,8 +77,8 @@ class SecretsE2ETest : public ::testing::Test {
     // Global: applies to sandboxes created after it.
     auto set = Airlock({"secret", "set", "-g", "anthropic", "-t", kAnthropicKey});
     ASSERT_EQ(set.exit_code, 0) << set.err;
-    auto gh = Airlock({"secret", "set", "-g", "github", "--command",
-                       std::string("printf ") + kGithubToken});
+    auto gh = Airlock(
+        {"secret", "set", "-g", "github", "--command", std::string("printf ") + kGithubToken});
     ASSERT_EQ(gh.exit_code, 0) << gh.err;
     auto c = Airlock({"create", "--name", "sec", "-m", "1g", "shell"});
     ASSERT_EQ(c.exit_code, 0) << c.err;
@@ -166,8 +147,9 @@ TEST_F(SecretsE2ETest, TheCredentialHostGetsTheRealKeyOthersOnlyTheSentinel) {
   // other.example.test is not a credential host: tunnelled, the guest sees
   // the upstream's own certificate; with it trusted, the upstream gets the
   // sentinel.
-  auto other = Guest("curl -sS -m 20 --cacert /tmp/testca.pem -H \"x-api-key: $ANTHROPIC_API_KEY\" " +
-                     Url("other.example.test", "/leak"));
+  auto other =
+      Guest("curl -sS -m 20 --cacert /tmp/testca.pem -H \"x-api-key: $ANTHROPIC_API_KEY\" " +
+            Url("other.example.test", "/leak"));
   EXPECT_NE(other.out.find("auth=proxy-managed"), std::string::npos) << other.out << other.err;
   auto log = Airlock({"policy", "log", "--json", "--sandbox", "sec"});
   EXPECT_NE(log.out.find("\"anthropic@global\""), std::string::npos)
@@ -193,9 +175,10 @@ TEST_F(SecretsE2ETest, CustomSecretForOneSandboxTakesEffectAtOnce) {
   EXPECT_NE(r.out.find(absl::StrCat("auth=token ", kCustomValue)), std::string::npos)
       << r.out << r.err;
   // A placeholder inside a compressed body cannot be placed: refused, 422.
-  auto gz = Guest("printf '{\"t\":\"%s\"}' \"$MY_TOKEN\" | gzip | curl -sS -m 20 -o /dev/null "
-                  "-w '%{http_code}' -H 'Content-Encoding: gzip' --data-binary @- " +
-                  Url("other.example.test", "/gz"));
+  auto gz = Guest(
+      "printf '{\"t\":\"%s\"}' \"$MY_TOKEN\" | gzip | curl -sS -m 20 -o /dev/null "
+      "-w '%{http_code}' -H 'Content-Encoding: gzip' --data-binary @- " +
+      Url("other.example.test", "/gz"));
   EXPECT_EQ(gz.out, "422") << gz.out << gz.err;
   ASSERT_EQ(Airlock({"secret", "rm", "custom:MY_TOKEN@sec"}).exit_code, 0);
 }
@@ -232,8 +215,7 @@ TEST_F(SecretsE2ETest, SecretsdFilesAndLogsHoldNoPlaintext) {
 }
 
 TEST_F(SecretsE2ETest, OnlyProxydMayResolve) {
-  auto stub = airlock::secrets::v1::Secrets::NewStub(
-      DialUnix(dir_->path() + "/run/secretsd.sock"));
+  auto stub = airlock::secrets::v1::Secrets::NewStub(DialUnix(dir_->path() + "/run/secretsd.sock"));
   grpc::ClientContext ctx;
   airlock::secrets::v1::ResolveRequest req;
   req.set_sandbox("sec");

@@ -319,24 +319,8 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
 
   // secretsd records the sandbox as created now: global secrets set later
   // do not apply to it.
-  {
-    auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
-    grpc::ClientContext ctx;
-    DeadlineAfter(ctx, seconds(10));
-    airlock::secrets::v1::SentinelsRequest req;
-    req.set_sandbox(spec.name());
-    airlock::secrets::v1::SentinelsResponse resp;
-    grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-        s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return absl::UnavailableError(absl::StrCat("secretsd is not reachable at ",
-                                                 options_.secretsd_socket, ": ",
-                                                 s.error_message(), " (`airlock daemon start`)"));
-    }
-    if (!s.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("secretsd refused the sandbox: ", s.error_message()));
-    }
+  if (auto registered = SecretSentinels(spec.name()); !registered.ok()) {
+    return registered.status();
   }
 
   vmm::Sandbox sb;
@@ -591,10 +575,15 @@ absl::StatusOr<std::map<std::string, std::string>> SandboxManager::SecretSentine
   req.set_sandbox(name);
   airlock::secrets::v1::SentinelsResponse resp;
   grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
-  if (!s.ok()) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return absl::UnavailableError(absl::StrCat(
         "secretsd at ", options_.secretsd_socket, " did not give the sandbox's credential "
         "variables (", s.error_message(), "); start it with `airlock daemon start`"));
+  }
+  if (!s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("secretsd refused the sandbox: ", s.error_message()));
   }
   out.insert(resp.env().begin(), resp.env().end());
   return out;

@@ -10,8 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
+
+#include "common/fd_io.h"
 
 namespace airlock::testing {
 
@@ -48,6 +52,40 @@ std::string BinaryPath(const std::string& workspace_relative) {
     return std::string(srcdir) + "/" + ws + "/" + workspace_relative;
   }
   return workspace_relative;
+}
+
+FixtureServer StartFixtureServer(const std::string& dir, const std::string& name,
+                                 std::vector<std::string> argv) {
+  std::string ready = dir + "/" + name + ".port";
+  argv.insert(argv.end(), {"--port", "0", "--ready", ready});
+  FixtureServer s;
+  auto pid = SpawnDetached(argv, dir + "/" + name + ".log");
+  if (!pid.ok()) return s;
+  s.pid = *pid;
+  for (int i = 0; i < 100 && s.port == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    s.port = std::atoi(ReadFileToString(ready).c_str());
+  }
+  return s;
+}
+
+CommandResult MakeTestCerts(const std::string& dir, const std::vector<std::string>& names) {
+  std::string sans;
+  for (const auto& n : names) sans += (sans.empty() ? "DNS:" : ",DNS:") + n;
+  return RunCommand(
+      {"sh", "-c",
+       "set -e; cd " + dir +
+           "; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+           "-keyout ca.key -out ca.pem -days 2 -subj '/CN=airlock test CA' 2>/dev/null;"
+           "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout up.key "
+           "-out up.csr -subj '/CN=" +
+           names.front() +
+           "' 2>/dev/null;"
+           "printf 'subjectAltName=" +
+           sans +
+           "\\n' > ext;"
+           "openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out up.pem "
+           "-days 2 -extfile ext 2>/dev/null"});
 }
 
 }  // namespace airlock::testing

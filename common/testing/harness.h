@@ -44,6 +44,22 @@ CommandResult RunAirlock(const std::map<std::string, std::string>& env,
                          const std::vector<std::string>& args, const std::string& input = "",
                          int timeout_s = 300);
 
+// FixtureServer is a test server from tests/fixtures, running detached.
+struct FixtureServer {
+  pid_t pid = 0;
+  // 0 when it did not report a port within 10 s.
+  int port = 0;
+};
+
+// StartFixtureServer runs `argv` plus "--port 0 --ready FILE" detached
+// (log: dir/name.log) and waits for the port it writes to FILE.
+FixtureServer StartFixtureServer(const std::string& dir, const std::string& name,
+                                 std::vector<std::string> argv);
+
+// MakeTestCerts writes a test CA (dir/ca.pem, ca.key) and a server
+// certificate for `names` signed by it (dir/up.pem, up.key), with openssl.
+CommandResult MakeTestCerts(const std::string& dir, const std::vector<std::string>& names);
+
 // BinaryPath resolves a Bazel data dependency such as "vmmd/vmmd" to an
 // absolute path in the test's runfiles.
 std::string BinaryPath(const std::string& workspace_relative);
