@@ -789,6 +789,13 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
     client.WriteAll(DenyResponse(host, port, v.rule_text, v.rule_id, v.reason));
     return;
   }
+  // The body is read below (for credentials, or to forward it): a client
+  // waiting for "100 Continue" gets it now, from proxyd, since the request
+  // is allowed.
+  if (absl::AsciiStrToLower(req->Get("Expect")) == "100-continue") {
+    req->Remove("Expect");
+    if (!client.WriteAll("HTTP/1.1 100 Continue\r\n\r\n")) return;
+  }
   // Allowed: now, and only now, the credentials for this host (asked for
   // each request, so a removed secret is gone from the next one).
   std::vector<std::string> placed;
@@ -852,10 +859,6 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   if (!websocket) {
     req->Remove("Upgrade");
     req->Set("Connection", "close");
-  }
-  if (absl::AsciiStrToLower(req->Get("Expect")) == "100-continue") {
-    req->Remove("Expect");
-    if (!client.WriteAll("HTTP/1.1 100 Continue\r\n\r\n")) return;
   }
   if (!upstream.WriteAll(SerializeRequestHead(*req))) return;
   uint64_t length = 0;
