@@ -1,15 +1,20 @@
 // Whole-buffer I/O: writing all of a buffer to a descriptor, reading all
-// of a file; and a descriptor that closes itself.
+// of a file, replacing a file whole; and a descriptor that closes itself.
 #ifndef AIRLOCK_COMMON_FD_IO_H_
 #define AIRLOCK_COMMON_FD_IO_H_
 
 #include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace airlock {
@@ -54,6 +59,23 @@ inline std::string ReadFileToString(const std::string& path) {
   std::stringstream b;
   b << f.rdbuf();
   return b.str();
+}
+
+// ReplaceFile writes `content` to `path` with `mode` through a temporary
+// file beside it and a rename, so readers (and a crash) see the old file
+// or the new one, never half of one.
+inline absl::Status ReplaceFile(const std::string& path, absl::string_view content, mode_t mode) {
+  std::string tmp = path + ".airlock-tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
+  bool ok = WriteAll(fd, content) && fchmod(fd, mode) == 0;
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string err = strerror(errno);
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot replace ", path, ": ", err));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace airlock

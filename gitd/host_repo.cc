@@ -1,7 +1,6 @@
 #include "gitd/host_repo.h"
 
 #include <git2.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/fd_io.h"
 
 namespace airlock::gitd {
 namespace {
@@ -34,7 +34,8 @@ absl::StatusOr<Repo> Open(const std::string& path) {
   }
   Repo repo(r);
   if (git_repository_is_bare(r)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is a bare repository; clone mode needs a working tree"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is a bare repository; clone mode needs a working tree"));
   }
   return repo;
 }
@@ -49,8 +50,8 @@ absl::Status DropEmptySection(const std::string& path, const std::string& header
   std::vector<std::string> kept;
   bool changed = false;
   for (size_t i = 0; i < lines.size(); ++i) {
-    bool empty_section = lines[i] == header &&
-                         (i + 1 == lines.size() || absl::StartsWith(lines[i + 1], "["));
+    bool empty_section =
+        lines[i] == header && (i + 1 == lines.size() || absl::StartsWith(lines[i + 1], "["));
     if (empty_section) {
       changed = true;
       continue;
@@ -60,18 +61,9 @@ absl::Status DropEmptySection(const std::string& path, const std::string& header
   if (!changed) return absl::OkStatus();
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return absl::OkStatus();
-  std::string tmp = path + ".airlock.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& l : kept) out << l << "\n";
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  chmod(tmp.c_str(), st.st_mode & 07777);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot replace ", path));
-  }
-  return absl::OkStatus();
+  std::string content;
+  for (const auto& l : kept) absl::StrAppend(&content, l, "\n");
+  return ReplaceFile(path, content, st.st_mode & 07777);
 }
 
 }  // namespace

@@ -57,16 +57,7 @@ absl::StatusOr<int> ListenLoopback(int type, const std::string& address, uint16_
 
 absl::Status WriteFile(const std::string& path, const std::string& content) {
   if (absl::Status s = MakeDirs(path.substr(0, path.rfind('/')), 0755); !s.ok()) return s;
-  std::string tmp = path + ".airlock-tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
-  bool ok = WriteAll(fd, content);
-  close(fd);
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(errno)));
-  }
-  return absl::OkStatus();
+  return ReplaceFile(path, content, 0644);
 }
 
 }  // namespace
@@ -270,7 +261,8 @@ grpc::Status EgressService::Watch(grpc::ServerContext* ctx,
     std::deque<EgressEvent> batch;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, seconds(1), [&] { return !events_.empty() || watcher_ != me || stopping_; });
+      cv_.wait_for(lock, seconds(1),
+                   [&] { return !events_.empty() || watcher_ != me || stopping_; });
       if (watcher_ != me || stopping_) break;
       if (ctx->IsCancelled()) {
         watcher_ = 0;
@@ -294,7 +286,8 @@ grpc::Status EgressService::Carry(grpc::ServerContext* ctx,
                                   grpc::ServerReaderWriter<EgressData, EgressData>* stream) {
   EgressData first;
   if (!stream->Read(&first)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must name a connection");
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first message must name a connection");
   }
   int fd;
   {
@@ -367,7 +360,8 @@ grpc::Status EgressService::AnswerDns(grpc::ServerContext*, const agent::v1::Dns
     std::lock_guard<std::mutex> lock(mu_);
     auto it = dns_.find(req->id());
     if (it == dns_.end()) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no pending DNS query ", req->id()));
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("no pending DNS query ", req->id()));
     }
     to = it->second;
     dns_.erase(it);

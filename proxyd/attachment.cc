@@ -48,14 +48,16 @@ struct Verdict {
   std::string reason;
   // Ids of the credentials placed in the request, comma-separated.
   std::string credential;
+  // The deciding rule names an address or range (not a host name or "**").
+  bool address_rule = false;
 };
 
 std::string ErrorResponse(int status, absl::string_view reason, absl::string_view body) {
   std::string text = absl::StrCat("airlock: ", body, "\n");
-  return absl::StrCat("HTTP/1.1 ", status, " ", reason,
-                      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ",
-                      text.size(), "\r\nConnection: close\r\nX-Airlock-Decision: error\r\n\r\n",
-                      text);
+  return absl::StrCat(
+      "HTTP/1.1 ", status, " ", reason,
+      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ", text.size(),
+      "\r\nConnection: close\r\nX-Airlock-Decision: error\r\n\r\n", text);
 }
 
 int64_t NowMs() {
@@ -207,8 +209,9 @@ void Attachment::State::FollowPolicy() {
       if (!compiled.ok()) {
         // Keeping the old rules could keep a grant the new policy removed:
         // deny everything until a snapshot compiles.
-        AIRLOCK_LOG_ERROR("refusing a policy snapshot; denying all egress until the next",
-                          {{"sandbox", sandbox}, {"error", std::string(compiled.status().message())}});
+        AIRLOCK_LOG_ERROR(
+            "refusing a policy snapshot; denying all egress until the next",
+            {{"sandbox", sandbox}, {"error", std::string(compiled.status().message())}});
         rules = std::make_shared<const policyd::RuleSet>(std::vector<policyd::Rule>());
         policy_error = std::string(compiled.status().message());
         continue;
@@ -261,8 +264,9 @@ void Attachment::State::WatchEgress() {
         }
         auto self = shared_from_this();
         try {
-          std::thread([self, ch = *channel, c = event.connection()] { self->Carry(ch, c); })
-              .detach();
+          std::thread([self, ch = *channel, c = event.connection()] {
+            self->Carry(ch, c);
+          }).detach();
         } catch (const std::system_error& e) {
           AIRLOCK_LOG_ERROR("cannot start a connection thread", {{"error", e.what()}});
         }
@@ -323,41 +327,26 @@ Verdict Attachment::State::Decide(const std::string& host, const Address* addr, 
   if (d.rule != nullptr) {
     v.rule_id = d.rule->id;
     v.rule_text = d.rule->Text();
+    v.address_rule = d.rule->resource.kind == policyd::Resource::Kind::kAddress;
   }
   return v;
 }
 
-absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t port,
-                                               Verdict* v) {
+absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t port, Verdict* v) {
   auto resolved = px->resolver.Resolve(host);
   if (!resolved.ok()) return resolved.status();
   if (IsProtected(resolved->address) && !resolved->from_static_map) {
     // Only a rule on the address itself opens a protected range: "**" or a
     // name that resolves there does not.
-    std::shared_ptr<const policyd::RuleSet> current;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      current = rules;
-    }
-    policyd::Request req;
-    req.sandbox = sandbox;
-    req.has_address = true;
-    req.address = resolved->address;
-    req.port = port;
-    policyd::Decision d = current->Decide(req);
-    if (d.action != Action::kAllow || d.rule == nullptr ||
-        d.rule->resource.kind != policyd::Resource::Kind::kAddress) {
+    Verdict by_address = Decide("", &resolved->address, port, false, "", "");
+    if (!by_address.allow || !by_address.address_rule) {
       v->allow = false;
       v->reason = absl::StrCat(host, " is ", AddressText(resolved->address),
                                ", a protected address (loopback, private, link-local or "
                                "similar); only a rule naming that address or its range allows it");
-      if (d.action == Action::kDeny && d.rule != nullptr) {
-        v->rule_id = d.rule->id;
-        v->rule_text = d.rule->Text();
-      } else {
-        v->rule_id.clear();
-        v->rule_text.clear();
-      }
+      // Name the rule that denies the address, if one does.
+      v->rule_id = by_address.allow ? "" : by_address.rule_id;
+      v->rule_text = by_address.allow ? "" : by_address.rule_text;
       return absl::PermissionDeniedError(v->reason);
     }
   }
@@ -421,7 +410,7 @@ void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::Dn
   if (!question.ok()) {
     answer = DnsFormatError(q.packet());
   } else if (Address literal{}; !CanonicalHost(question->name).ok() ||
-             policyd::ParseAddress(question->name, &literal)) {
+                                policyd::ParseAddress(question->name, &literal)) {
     // An address spelled as a name ("93.184.216.34", "0x5d.0xb8...") would
     // be decided as a name and then connected to as an address.
     answer = DnsEmptyAnswer(*question, kDnsNxDomain);
@@ -447,8 +436,7 @@ void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::Dn
   (void)stub->AnswerDns(&ctx, a, &empty);
 }
 
-void Attachment::State::Carry(std::shared_ptr<grpc::Channel> channel,
-                              agentpb::EgressConnection c) {
+void Attachment::State::Carry(std::shared_ptr<grpc::Channel> channel, agentpb::EgressConnection c) {
   open++;
   auto stub = agentpb::Egress::NewStub(channel);
   grpc::ClientContext ctx;
@@ -520,16 +508,13 @@ void Attachment::State::Carry(std::shared_ptr<grpc::Channel> channel,
   {
     Stream client(sp[0]);
     SetTimeouts(sp[0], kIdleTimeout);
-    bool ok = c.via() == agentpb::EGRESS_FORWARD
-                  ? HandleForward(client)
-                  : [&] {
-                      Address addr{};
-                      if (!policyd::ParseAddress(c.address(), &addr) || c.port() == 0 ||
-                          c.port() > 65535) {
-                        return false;
-                      }
-                      return HandleTransparent(client, addr, static_cast<uint16_t>(c.port()));
-                    }();
+    bool ok = c.via() == agentpb::EGRESS_FORWARD ? HandleForward(client) : [&] {
+      Address addr{};
+      if (!policyd::ParseAddress(c.address(), &addr) || c.port() == 0 || c.port() > 65535) {
+        return false;
+      }
+      return HandleTransparent(client, addr, static_cast<uint16_t>(c.port()));
+    }();
     if (!ok) reset = true;
     client.ShutdownWrite();
   }  // closes sp[0]
@@ -545,7 +530,8 @@ bool Attachment::State::HandleForward(Stream& client) {
   auto head = ReadHead(client, kMaxHead);
   if (!head.ok()) {
     if (head.status().code() == absl::StatusCode::kResourceExhausted) {
-      client.WriteAll(ErrorResponse(431, "Request Header Fields Too Large", "request head too long"));
+      client.WriteAll(
+          ErrorResponse(431, "Request Header Fields Too Large", "request head too long"));
     }
     return true;
   }
@@ -565,8 +551,8 @@ bool Attachment::State::HandleForward(Stream& client) {
   }
   Address literal{};
   bool is_ip = policyd::ParseAddress(target->host, &literal);
-  Verdict v = Decide(is_ip ? "" : target->host, is_ip ? &literal : nullptr, target->port, false,
-                     "", "");
+  Verdict v =
+      Decide(is_ip ? "" : target->host, is_ip ? &literal : nullptr, target->port, false, "", "");
   InterceptForCredentials(target->host, &v);
   if (!v.allow && !v.inspect) {
     Record(target->host, target->port, "", "", v, pb::FORWARD);
@@ -625,8 +611,7 @@ bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, u
   return HandleInspected(client, shown, port, v, pb::TRANSPARENT);
 }
 
-Attachment::State::FirstBytes Attachment::State::Classify(Stream& client,
-                                                          milliseconds wait) {
+Attachment::State::FirstBytes Attachment::State::Classify(Stream& client, milliseconds wait) {
   std::string first = Peek(client, 5, wait);
   if (first.empty()) return FirstBytes::kSilent;
   if (LooksLikeTls(first)) return FirstBytes::kTls;
@@ -639,7 +624,7 @@ Attachment::State::FirstBytes Attachment::State::Classify(Stream& client,
   size_t end = line.find('\n', start == std::string::npos ? 0 : start);
   if (start == std::string::npos || end == std::string::npos) return FirstBytes::kHttp;
   return IsRequestLine(absl::string_view(line).substr(start, end - start)) ? FirstBytes::kHttp
-                                                                          : FirstBytes::kOther;
+                                                                           : FirstBytes::kOther;
 }
 
 bool Attachment::State::HandleInspected(Stream& client, const std::string& host, uint16_t port,
@@ -714,8 +699,9 @@ void Attachment::State::ServeIntercepted(Stream& client, const std::string& host
   if (!ctx.ok()) return;
   auto ssl = AcceptClientTls(ctx->get(), client.fd());
   if (!ssl.ok()) {
-    AIRLOCK_LOG_INFO("sandbox TLS handshake failed",
-                     {{"sandbox", sandbox}, {"host", host}, {"error", std::string(ssl.status().message())}});
+    AIRLOCK_LOG_INFO(
+        "sandbox TLS handshake failed",
+        {{"sandbox", sandbox}, {"host", host}, {"error", std::string(ssl.status().message())}});
     return;
   }
   client.StartTls(std::move(*ssl));
@@ -745,8 +731,7 @@ bool CopyChunked(Stream& from, Stream& to) {
 }  // namespace
 
 void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
-                                  const std::string& conn_host, uint16_t conn_port,
-                                  pb::Path via) {
+                                  const std::string& conn_host, uint16_t conn_port, pb::Path via) {
   auto req = ParseRequestHead(head_text);
   if (!req.ok()) {
     client.WriteAll(ErrorResponse(400, "Bad Request", req.status().message()));
@@ -766,10 +751,9 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   } else if (absl::AsciiStrToLower(target->host) != absl::AsciiStrToLower(conn_host)) {
     // The host decided (and given credentials) must be the one the server
     // routes to: no virtual-host or domain-fronting games.
-    client.WriteAll(ErrorResponse(
-        400, "Bad Request",
-        absl::StrCat("the Host header names ", target->host, " but the connection is to ",
-                     conn_host)));
+    client.WriteAll(ErrorResponse(400, "Bad Request",
+                                  absl::StrCat("the Host header names ", target->host,
+                                               " but the connection is to ", conn_host)));
     return;
   }
   if (absl::Status s = ValidatePath(target->path); !s.ok()) {
@@ -778,8 +762,8 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   }
   Address literal{};
   bool is_ip = policyd::ParseAddress(host, &literal);
-  Verdict v = Decide(is_ip ? "" : host, is_ip ? &literal : nullptr, port, true, req->method,
-                     target->path);
+  Verdict v =
+      Decide(is_ip ? "" : host, is_ip ? &literal : nullptr, port, true, req->method, target->path);
   absl::StatusOr<int> fd = absl::PermissionDeniedError("denied");
   if (v.allow) fd = Connect(host, port, &v);
   // Owns the upstream socket from here, whatever return comes next.
@@ -864,21 +848,22 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   uint64_t length = 0;
   if (body_read) {
     if (!upstream.WriteAll(body)) return;
-  } else switch (RequestBodyKind(*req, &length)) {
-    case BodyKind::kLength:
-      if (!CopyExactly(client, upstream, length)) return;
-      break;
-    case BodyKind::kChunked:
-      if (!CopyChunked(client, upstream)) return;
-      break;
-    default:
-      break;
-  }
+  } else
+    switch (RequestBodyKind(*req, &length)) {
+      case BodyKind::kLength:
+        if (!CopyExactly(client, upstream, length)) return;
+        break;
+      case BodyKind::kChunked:
+        if (!CopyChunked(client, upstream)) return;
+        break;
+      default:
+        break;
+    }
   auto resp_head = ReadHead(upstream, kMaxHead);
   if (!resp_head.ok()) {
-    client.WriteAll(ErrorResponse(502, "Bad Gateway",
-                                  absl::StrCat("the upstream sent no response: ",
-                                               resp_head.status().message())));
+    client.WriteAll(ErrorResponse(
+        502, "Bad Gateway",
+        absl::StrCat("the upstream sent no response: ", resp_head.status().message())));
     return;
   }
   auto resp = ParseResponseHead(*resp_head);
