@@ -115,4 +115,14 @@ absl::Status StateDb::Run(absl::string_view sql, const std::vector<SqlValue>& pa
   return status;
 }
 
+absl::Status InTransaction(StateDb* db, const std::function<absl::Status()>& body) {
+  if (absl::Status s = db->Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+  absl::Status s = body();
+  if (!s.ok()) {
+    (void)db->Exec("ROLLBACK");
+    return s;
+  }
+  return db->Exec("COMMIT");
+}
+
 }  // namespace airlock

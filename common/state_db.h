@@ -4,6 +4,7 @@
 #define AIRLOCK_COMMON_STATE_DB_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +59,11 @@ class StateDb {
   std::mutex mu_;
   sqlite3* db_;
 };
+
+// InTransaction runs `body` between BEGIN IMMEDIATE and COMMIT on `db`,
+// rolling back when it fails. The caller serializes writers of `db` (one
+// connection: a statement of another thread would join the transaction).
+absl::Status InTransaction(StateDb* db, const std::function<absl::Status()>& body);
 
 }  // namespace airlock
 

@@ -20,12 +20,8 @@ grpc::Status PolicyService::AddRules(grpc::ServerContext*, const pb::AddRulesReq
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "every rule needs an action (ALLOW or DENY)");
     }
-    RuleSpec s;
-    s.action = r.action() == pb::ALLOW ? Action::kAllow : Action::kDeny;
-    s.resource = r.resource();
-    s.methods = absl::StrJoin(r.methods(), ",");
-    s.paths.assign(r.paths().begin(), r.paths().end());
-    s.sandbox = r.sandbox();
+    RuleSpec s = SpecFromProto(r);
+    s.origin = "user";
     specs.push_back(s);
   }
   auto added = store_->Add(specs);
@@ -92,6 +88,55 @@ grpc::Status PolicyService::Snapshot(grpc::ServerContext* ctx, const pb::Snapsho
     store_->WaitForChange(sent, std::chrono::seconds(1));
   }
   return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::Resolve(grpc::ServerContext*, const pb::ResolveRequest* req,
+                                    pb::ResolveResponse* resp) {
+  auto r = kits_->Resolve(*req);
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::Diff(grpc::ServerContext*, const pb::DiffRequest* req,
+                                 pb::DiffResponse* resp) {
+  if (req->old().ref().empty() || req->new_().ref().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "both old and new kit refs are required");
+  }
+  kit::ArgValues args(req->args().begin(), req->args().end());
+  auto diff = kit::DiffKits({req->old().ref()}, {req->new_().ref()}, args);
+  if (!diff.ok()) return ToGrpc(diff.status());
+  for (const auto& w : diff->widenings) resp->add_widenings(w);
+  for (const auto& n : diff->narrowings) resp->add_narrowings(n);
+  return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::Approve(grpc::ServerContext*, const pb::ApproveRequest* req,
+                                    pb::ApproveResponse* resp) {
+  auto r = kits_->Approve(req->hold_id());
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::ListHolds(grpc::ServerContext*, const pb::ListHoldsRequest* req,
+                                      pb::ListHoldsResponse* resp) {
+  auto holds = kits_->Holds(req->sandbox());
+  if (!holds.ok()) return ToGrpc(holds.status());
+  for (auto& h : *holds) *resp->add_holds() = std::move(h);
+  return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::SetKitPhase(grpc::ServerContext*, const pb::SetKitPhaseRequest* req,
+                                        pb::SetKitPhaseResponse* resp) {
+  if (absl::Status s = kits_->SetPhase(req->sandbox(), req->phase()); !s.ok()) return ToGrpc(s);
+  resp->set_phase(req->phase());
+  return grpc::Status::OK;
+}
+
+grpc::Status PolicyService::ForgetKits(grpc::ServerContext*, const pb::ForgetKitsRequest* req,
+                                       pb::ForgetKitsResponse*) {
+  return ToGrpc(kits_->Forget(req->sandbox()));
 }
 
 }  // namespace airlock::policyd

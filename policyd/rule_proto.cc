@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "policyd/rule_store.h"
 
 namespace airlock::policyd {
@@ -18,10 +19,18 @@ void RuleToProto(const Rule& r, pb::Rule* out) {
   out->set_origin(r.origin);
 }
 
-absl::StatusOr<Rule> RuleFromProto(const pb::Rule& r) {
-  if (r.action() != pb::ALLOW && r.action() != pb::DENY) {
-    return absl::InvalidArgumentError(absl::StrCat("rule ", r.id(), " has no action"));
+void SpecToProto(const RuleSpec& spec, pb::Rule* out) {
+  out->set_action(spec.action == Action::kAllow ? pb::ALLOW : pb::DENY);
+  out->set_resource(spec.resource);
+  if (!spec.methods.empty()) {
+    for (absl::string_view m : absl::StrSplit(spec.methods, ',')) out->add_methods(std::string(m));
   }
+  for (const auto& p : spec.paths) out->add_paths(p);
+  out->set_sandbox(spec.sandbox);
+  out->set_origin(spec.origin);
+}
+
+RuleSpec SpecFromProto(const pb::Rule& r) {
   RuleSpec spec;
   spec.action = r.action() == pb::ALLOW ? Action::kAllow : Action::kDeny;
   spec.resource = r.resource();
@@ -29,7 +38,14 @@ absl::StatusOr<Rule> RuleFromProto(const pb::Rule& r) {
   spec.paths.assign(r.paths().begin(), r.paths().end());
   spec.sandbox = r.sandbox();
   spec.origin = r.origin();
-  auto rule = RuleStore::Validate(spec);
+  return spec;
+}
+
+absl::StatusOr<Rule> RuleFromProto(const pb::Rule& r) {
+  if (r.action() != pb::ALLOW && r.action() != pb::DENY) {
+    return absl::InvalidArgumentError(absl::StrCat("rule ", r.id(), " has no action"));
+  }
+  auto rule = RuleStore::Validate(SpecFromProto(r));
   if (!rule.ok()) return rule.status();
   rule->id = r.id();
   return rule;

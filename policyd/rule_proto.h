@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "policyd/rule_store.h"
 #include "policyd/rules.h"
 #include "protos/policy/v1/policy.pb.h"
 
@@ -15,6 +16,10 @@ namespace airlock::policyd {
 void RuleToProto(const Rule& rule, airlock::policy::v1::Rule* out);
 
 absl::StatusOr<Rule> RuleFromProto(const airlock::policy::v1::Rule& rule);
+
+// A rule spec to and from the wire form (unvalidated: RuleStore judges it).
+void SpecToProto(const RuleSpec& spec, airlock::policy::v1::Rule* out);
+RuleSpec SpecFromProto(const airlock::policy::v1::Rule& rule);
 
 // CompileSnapshot builds the RuleSet of a compiled policy.
 absl::StatusOr<std::shared_ptr<const RuleSet>> CompileSnapshot(

@@ -26,6 +26,16 @@ absl::Status RuleStore::Init() {
       "resource TEXT NOT NULL, methods TEXT NOT NULL, paths TEXT NOT NULL, "
       "sandbox TEXT NOT NULL, origin TEXT NOT NULL);"
       "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+      // KitGate's tables: per sandbox the granted resolution (its
+      // ResolveRequest and ResolveResponse, and both phases' rules as
+      // CompiledPolicy, all serialized protos) and the phase in force; and
+      // the resolutions held for approval, in the same form.
+      "CREATE TABLE kit_grants (sandbox TEXT PRIMARY KEY, request BLOB NOT NULL, "
+      "response BLOB NOT NULL, install_rules BLOB NOT NULL, runtime_rules BLOB NOT NULL, "
+      "phase TEXT NOT NULL, updated_at INTEGER NOT NULL);"
+      "CREATE TABLE kit_holds (id TEXT PRIMARY KEY, sandbox TEXT NOT NULL, "
+      "request BLOB NOT NULL, response BLOB NOT NULL, install_rules BLOB NOT NULL, "
+      "runtime_rules BLOB NOT NULL, created_at INTEGER NOT NULL)",
   });
   if (!s.ok()) return s;
   if (absl::Status r = Reload(); !r.ok()) return r;
@@ -142,6 +152,34 @@ absl::StatusOr<std::vector<Rule>> RuleStore::InitPreset(const std::string& prese
   if (absl::Status c = db_->Exec("COMMIT"); !c.ok()) return c;
   if (absl::Status r = Reload(); !r.ok()) return r;
   return rules;
+}
+
+absl::Status RuleStore::Transact(const std::function<absl::Status()>& body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = InTransaction(db_, body); !s.ok()) {
+    (void)Reload();
+    return s;
+  }
+  return Reload();
+}
+
+absl::Status RuleStore::ReplaceSandboxRules(const std::string& sandbox,
+                                            const std::string& origin_prefix,
+                                            const std::vector<RuleSpec>& specs) {
+  std::vector<Rule> rules;
+  for (RuleSpec spec : specs) {
+    spec.sandbox = sandbox;
+    auto r = Validate(spec);
+    if (!r.ok()) return r.status();
+    r->id = NewId();
+    rules.push_back(*r);
+  }
+  absl::Status s = db_->Exec("DELETE FROM rules WHERE sandbox = ? AND substr(origin, 1, ?) = ?",
+                             {sandbox, static_cast<int64_t>(origin_prefix.size()), origin_prefix});
+  for (const auto& r : rules) {
+    if (s.ok()) s = Insert(r);
+  }
+  return s;
 }
 
 std::string RuleStore::Preset() {

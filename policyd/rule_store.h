@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +45,15 @@ class RuleStore {
   // InitPreset replaces the global preset rules.
   absl::StatusOr<std::vector<Rule>> InitPreset(const std::string& preset);
   std::string Preset();
+  // Transact runs `body` in one transaction of policyd's file under the
+  // store's lock, so no other write interleaves (KitGate writes its tables
+  // through it); the rules are reloaded after a commit.
+  absl::Status Transact(const std::function<absl::Status()>& body);
+  // ReplaceSandboxRules, inside Transact's body only: drops `sandbox`'s
+  // rules whose origin starts with `origin_prefix` and stores `specs`
+  // (validated, all or nothing).
+  absl::Status ReplaceSandboxRules(const std::string& sandbox, const std::string& origin_prefix,
+                                   const std::vector<RuleSpec>& specs);
   // Compiled is the current RuleSet.
   std::shared_ptr<const RuleSet> Compiled();
 

@@ -1,0 +1,134 @@
+#include "policyd/kit/resolve.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "policyd/kit/capabilities.h"
+#include "policyd/kit/oci.h"
+
+namespace airlock::policyd::kit {
+
+namespace {
+
+absl::Status InRef(const std::string& ref, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(ref, ": ", s.message()));
+}
+
+// ArgsFor picks the supplied args `d` declares for `phase`.
+ArgValues ArgsFor(const Descriptor& d, const ArgValues& supplied, ArgPhase phase) {
+  ArgValues out;
+  for (const auto& [name, value] : supplied) {
+    auto it = d.args.find(name);
+    if (it == d.args.end()) continue;
+    if (it->second.build_phase() == (phase == ArgPhase::kBuild)) out[name] = value;
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::set<std::string>& AcceptedTypes() {
+  static const std::set<std::string>* types = new std::set<std::string>{
+      std::string(kNetworkPolicyV1), std::string(kNetworkPolicyV2),
+      std::string(kCredential),      std::string(kLifecycle),
+      std::string(kVolume),          std::string(kHostMount),
+      std::string(kPort),            std::string(kResources),
+      std::string(kPrivileged),      std::string(kSbx),
+      std::string(kLongRunning),     std::string(kGitIdentity),
+      std::string(kKitRegistry),     std::string(kAgentSessions),
+      std::string(kAgentInteractiveSessions), std::string(kAgentContext),
+      std::string(kAgentSkills),     std::string(kAgentSkill),
+      std::string(kAcp),             std::string(kSshAgent),
+      std::string(kUsbDevice)};
+  return *types;
+}
+
+bool IsEnforcedType(const std::string& type) {
+  return type == kNetworkPolicyV1 || type == kNetworkPolicyV2 || type == kCredential ||
+         type == kLifecycle || type == kVolume || type == kPort || type == kResources ||
+         type == kPrivileged;
+}
+
+absl::StatusOr<ResolvedKits> ResolveKits(const std::vector<std::string>& refs,
+                                         const ArgValues& args,
+                                         const std::map<std::string, std::string>& env) {
+  if (refs.empty()) return absl::InvalidArgumentError("no kit given");
+  ResolvedKits out;
+  std::vector<KitInput> inputs;
+  std::set<std::string> used;
+  for (const std::string& ref : refs) {
+    auto loaded = LoadKitRef(ref);
+    if (!loaded.ok()) return InRef(ref, loaded.status());
+    Descriptor published = std::move(loaded->descriptor);
+    for (const auto& [name, arg] : published.args) {
+      if (args.count(name)) used.insert(name);
+    }
+    if (!loaded->from_oci_layout) {
+      auto expanded = ExpandBuildArgs(published, ArgsFor(published, args, ArgPhase::kBuild));
+      if (!expanded.ok()) return InRef(ref, expanded.status());
+      published = std::move(*expanded);
+    } else {
+      for (const auto& [name, value] : ArgsFor(published, args, ArgPhase::kBuild)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            ref, ": arg \"", name, "\" is a build arg, fixed when the kit was published"));
+      }
+    }
+    for (const std::string& w : published.warnings) out.warnings.push_back(ref + ": " + w);
+    CreateRequest request;
+    request.args = ArgsFor(published, args, ArgPhase::kCreate);
+    request.env_overrides = env;
+    request.host_types = AcceptedTypes();
+    auto effective = MakeEffective(published, request);
+    if (!effective.ok()) return InRef(ref, effective.status());
+    for (const auto& s : effective->skipped) out.skipped.push_back(KitSkip{ref, s});
+    for (const auto& [k, v] : effective->env_exports) out.env_exports[k] = v;
+    out.args[ref] = effective->args;
+    inputs.push_back(KitInput{ref, std::move(effective->descriptor)});
+  }
+  std::vector<std::string> unknown;
+  for (const auto& [name, value] : args) {
+    if (!used.count(name)) unknown.push_back(name);
+  }
+  if (!unknown.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no kit declares the arg", unknown.size() > 1 ? "s " : " ", absl::StrJoin(unknown, ", "),
+        " (`airlock kit inspect REF` lists a kit's args)"));
+  }
+  auto composed = Compose(inputs);
+  if (!composed.ok()) return composed.status();
+  out.composition = std::move(*composed);
+  out.surface = ProjectSurface(out.composition.merged);
+  std::set<std::string> not_enforced;
+  for (const auto& item : out.composition.merged.capabilities) {
+    if (const auto* e = std::get_if<CapabilityEntry>(&item); e && !IsEnforcedType(e->type)) {
+      not_enforced.insert(e->type);
+    }
+  }
+  out.not_enforced.assign(not_enforced.begin(), not_enforced.end());
+  return out;
+}
+
+absl::StatusOr<SurfaceDiff> DiffKits(const std::vector<std::string>& old_refs,
+                                     const std::vector<std::string>& new_refs,
+                                     const ArgValues& args) {
+  // Args may belong to either side only (an arg the new version adds).
+  auto resolve = [&](const std::vector<std::string>& refs) -> absl::StatusOr<ResolvedKits> {
+    ArgValues mine;
+    for (const std::string& ref : refs) {
+      auto loaded = LoadKitRef(ref);
+      if (!loaded.ok()) return InRef(ref, loaded.status());
+      for (const auto& [name, value] : args) {
+        if (loaded->descriptor.args.count(name)) mine[name] = value;
+      }
+    }
+    return ResolveKits(refs, mine);
+  };
+  auto before = resolve(old_refs);
+  if (!before.ok()) return before.status();
+  auto after = resolve(new_refs);
+  if (!after.ok()) return after.status();
+  return Diff(before->surface, after->surface);
+}
+
+}  // namespace airlock::policyd::kit
