@@ -1,11 +1,13 @@
 // airlock: the command-line client. It parses commands and talks to the
-// daemons over gRPC; the daemons own all the logic.
+// daemons over gRPC; the daemons own all the logic. The local `kit` verbs
+// (validate, inspect, diff) run policyd's kit library in-process.
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "cli/daemon_command.h"
+#include "cli/kit_command.h"
 #include "cli/policy_command.h"
 #include "cli/secret_command.h"
 #include "cli/sandbox_commands.h"
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   airlock::cli::AddSandboxCommands(app, &after_dashes, &exit_code);
   airlock::cli::AddPolicyCommand(app, &exit_code);
   airlock::cli::AddSecretCommand(app, &exit_code);
+  airlock::cli::AddKitCommand(app, &exit_code);
   airlock::cli::AddDaemonCommand(app, &exit_code);
   try {
     app.parse(parsed_argc, argv);

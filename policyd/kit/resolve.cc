@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "policyd/kit/capabilities.h"
@@ -12,7 +13,14 @@ namespace airlock::policyd::kit {
 namespace {
 
 absl::Status InRef(const std::string& ref, const absl::Status& s) {
+  if (absl::StartsWith(s.message(), ref + ":")) return s;
   return absl::Status(s.code(), absl::StrCat(ref, ": ", s.message()));
+}
+
+absl::Status UnknownArgs(const std::vector<std::string>& unknown) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "no kit declares the arg", unknown.size() > 1 ? "s " : " ", absl::StrJoin(unknown, ", "),
+      " (`airlock kit inspect REF` lists a kit's args)"));
 }
 
 // ArgsFor picks the supplied args `d` declares for `phase`.
@@ -90,12 +98,18 @@ absl::StatusOr<ResolvedKits> ResolveKits(const std::vector<std::string>& refs,
   for (const auto& [name, value] : args) {
     if (!used.count(name)) unknown.push_back(name);
   }
-  if (!unknown.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "no kit declares the arg", unknown.size() > 1 ? "s " : " ", absl::StrJoin(unknown, ", "),
-        " (`airlock kit inspect REF` lists a kit's args)"));
+  if (!unknown.empty()) return UnknownArgs(unknown);
+  absl::StatusOr<Composition> composed;
+  if (inputs.size() == 1 && inputs[0].descriptor.kind == KitKind::kMixin) {
+    // A mixin alone is valid; only a composition can meet its requires.
+    composed = Composition{{inputs[0].ref}, inputs[0].descriptor};
+    for (const Requirement& r : inputs[0].descriptor.requirements) {
+      out.warnings.push_back(absl::StrCat(inputs[0].ref, ": requires ", r.text,
+                                          ", which only a composition can meet"));
+    }
+  } else {
+    composed = Compose(inputs);
   }
-  auto composed = Compose(inputs);
   if (!composed.ok()) return composed.status();
   out.composition = std::move(*composed);
   out.surface = ProjectSurface(out.composition.merged);
@@ -111,23 +125,34 @@ absl::StatusOr<ResolvedKits> ResolveKits(const std::vector<std::string>& refs,
 
 absl::StatusOr<SurfaceDiff> DiffKits(const std::vector<std::string>& old_refs,
                                      const std::vector<std::string>& new_refs,
-                                     const ArgValues& args) {
-  // Args may belong to either side only (an arg the new version adds).
+                                     const ArgValues& args,
+                                     const std::map<std::string, std::string>& env) {
+  // Each side gets the args its kits declare (a new version may add one);
+  // an arg neither side declares is refused.
+  std::set<std::string> used;
   auto resolve = [&](const std::vector<std::string>& refs) -> absl::StatusOr<ResolvedKits> {
     ArgValues mine;
     for (const std::string& ref : refs) {
       auto loaded = LoadKitRef(ref);
       if (!loaded.ok()) return InRef(ref, loaded.status());
       for (const auto& [name, value] : args) {
-        if (loaded->descriptor.args.count(name)) mine[name] = value;
+        if (loaded->descriptor.args.count(name)) {
+          mine[name] = value;
+          used.insert(name);
+        }
       }
     }
-    return ResolveKits(refs, mine);
+    return ResolveKits(refs, mine, env);
   };
   auto before = resolve(old_refs);
   if (!before.ok()) return before.status();
   auto after = resolve(new_refs);
   if (!after.ok()) return after.status();
+  std::vector<std::string> unknown;
+  for (const auto& [name, value] : args) {
+    if (!used.count(name)) unknown.push_back(name);
+  }
+  if (!unknown.empty()) return UnknownArgs(unknown);
   return Diff(before->surface, after->surface);
 }
 

@@ -57,16 +57,20 @@ struct ResolvedKits {
 // with the create-phase args it declares, and composes them. Each supplied
 // arg goes to every Kit that declares it; one that no Kit declares is an
 // error, so a typo never passes silently. `env` is the container
-// environment `${{ kit.env.NAME }}` reads. Errors name the ref first.
+// environment `${{ kit.env.NAME }}` reads. A single mixin resolves on its
+// own (its requires become warnings); anything else composes, with
+// exactly one workload. Errors name the ref first.
 absl::StatusOr<ResolvedKits> ResolveKits(const std::vector<std::string>& refs,
                                          const ArgValues& args,
                                          const std::map<std::string, std::string>& env = {});
 
-// DiffKits resolves `old_refs` and `new_refs` with the same args and
-// compares the new surface against the old one.
+// DiffKits resolves `old_refs` and `new_refs` (each side with the args
+// its kits declare; one neither declares is an error) and compares the new
+// surface against the old one.
 absl::StatusOr<SurfaceDiff> DiffKits(const std::vector<std::string>& old_refs,
                                      const std::vector<std::string>& new_refs,
-                                     const ArgValues& args);
+                                     const ArgValues& args,
+                                     const std::map<std::string, std::string>& env = {});
 
 }  // namespace airlock::policyd::kit
 

@@ -1,0 +1,569 @@
+#include "cli/kit_command.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+#include "policyd/kit/capabilities.h"
+#include "policyd/kit/descriptor.h"
+#include "policyd/kit/document.h"
+#include "policyd/kit/effective.h"
+#include "policyd/kit/oci.h"
+#include "policyd/kit/relations.h"
+#include "policyd/kit/resolve.h"
+#include "policyd/kit/surface.h"
+
+namespace airlock::cli {
+
+namespace kit = airlock::policyd::kit;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr char kRefIs[] = "a kit REF is an OCI image layout directory or a descriptor file";
+
+// ---- Flags the local verbs share ----
+
+struct PipelineFlags {
+  std::vector<std::string> kit_args;  // NAME=VALUE
+  std::vector<std::string> env;       // NAME=VALUE
+  bool json = false;
+};
+
+void AddPipelineFlags(CLI::App* cmd, PipelineFlags* f) {
+  cmd->add_option("--kit-arg", f->kit_args,
+                  "Kit arg NAME=VALUE, given to every kit that declares NAME (repeatable); an "
+                  "arg no kit declares is an error")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("-e,--env", f->env,
+                  "Container variable NAME=VALUE that ${{ kit.env.NAME }} reads (repeatable); "
+                  "the host's and the image's environment are not read")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_flag("--json", f->json, "Print JSON");
+}
+
+// ParsePairs reads NAME=VALUE flags; false (message printed) on bad input.
+bool ParsePairs(const char* flag, const std::vector<std::string>& in,
+                std::map<std::string, std::string>* out) {
+  for (const std::string& kv : in) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "airlock: invalid " << flag << " \"" << kv << "\": expected NAME=VALUE\n";
+      return false;
+    }
+    std::string name = kv.substr(0, eq);
+    if (!out->emplace(name, kv.substr(eq + 1)).second) {
+      std::cerr << "airlock: " << flag << " " << name << " is given twice\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Parsed is the pipeline input from PipelineFlags.
+struct Parsed {
+  kit::ArgValues args;
+  std::map<std::string, std::string> env;
+};
+
+// ParseFlags: false (message printed, usage exit code set) on bad input.
+bool ParseFlags(const PipelineFlags& f, Parsed* out, int* exit_code) {
+  if (ParsePairs("--kit-arg", f.kit_args, &out->args) && ParsePairs("--env", f.env, &out->env)) {
+    return true;
+  }
+  *exit_code = 2;
+  return false;
+}
+
+// ---- Loading and resolving ----
+
+absl::Status InRef(const std::string& ref, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(ref, ": ", s.message()));
+}
+
+// Load reads one ref, saying what a REF may be when nothing is there.
+absl::StatusOr<kit::LoadedKit> Load(const std::string& ref) {
+  struct stat st;
+  if (stat(ref.c_str(), &st) != 0) {
+    int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      return absl::NotFoundError(absl::StrCat(ref, ": no such file or directory; ", kRefIs));
+    }
+    return absl::UnavailableError(absl::StrCat(ref, ": ", strerror(err)));
+  }
+  auto loaded = kit::LoadKitRef(ref);
+  // A descriptor file's errors already start with its path.
+  if (!loaded.ok() && !absl::StartsWith(loaded.status().message(), ref + ": ")) {
+    return InRef(ref, loaded.status());
+  }
+  return loaded;
+}
+
+// ArgsFor picks the supplied args `d` declares: all of them, or those of
+// one phase.
+kit::ArgValues ArgsFor(const kit::Descriptor& d, const kit::ArgValues& supplied,
+                       std::optional<kit::ArgPhase> phase = std::nullopt) {
+  kit::ArgValues out;
+  for (const auto& [name, value] : supplied) {
+    auto it = d.args.find(name);
+    if (it == d.args.end()) continue;
+    if (!phase || it->second.build_phase() == (*phase == kit::ArgPhase::kBuild)) {
+      out[name] = value;
+    }
+  }
+  return out;
+}
+
+// KitView is one ref as given, in its published form (a file's build-phase
+// args expanded), for showing what it declares.
+struct KitView {
+  std::string ref;
+  bool from_oci_layout = false;
+  kit::Descriptor published;
+  kit::ArgValues build_args;  // the build-phase values supplied for a file
+};
+
+absl::StatusOr<KitView> View(const std::string& ref, kit::LoadedKit loaded,
+                             const kit::ArgValues& args) {
+  KitView v;
+  v.ref = ref;
+  v.from_oci_layout = loaded.from_oci_layout;
+  if (loaded.from_oci_layout) {
+    v.published = std::move(loaded.descriptor);
+    return v;
+  }
+  v.build_args = ArgsFor(loaded.descriptor, args, kit::ArgPhase::kBuild);
+  auto expanded = kit::ExpandBuildArgs(loaded.descriptor, v.build_args);
+  if (!expanded.ok()) return InRef(ref, expanded.status());
+  v.published = *std::move(expanded);
+  return v;
+}
+
+// Resolution is a resolved set of refs and the kits as given.
+struct Resolution {
+  std::vector<KitView> kits;  // in the order given
+  kit::ResolvedKits result;
+};
+
+// Resolve runs the pipeline over `refs` (ResolveKits) and keeps each kit's
+// published form for display.
+absl::StatusOr<Resolution> Resolve(const std::vector<std::string>& refs, const kit::ArgValues& args,
+                                   const std::map<std::string, std::string>& env) {
+  std::vector<kit::LoadedKit> loaded;
+  for (const std::string& ref : refs) {
+    auto k = Load(ref);
+    if (!k.ok()) return k.status();
+    loaded.push_back(*std::move(k));
+  }
+  Resolution out;
+  auto resolved = kit::ResolveKits(refs, args, env);
+  if (!resolved.ok()) return resolved.status();
+  out.result = *std::move(resolved);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    auto view = View(refs[i], std::move(loaded[i]), args);
+    if (!view.ok()) return view.status();
+    out.kits.push_back(*std::move(view));
+  }
+  return out;
+}
+
+// ErrorLines splits a pipeline error into one line per problem, each
+// keeping its context: "REF: what (2 errors):\n  a: x\n  b: y" becomes
+// "REF: what: a: x" and "REF: what: b: y".
+std::vector<std::string> ErrorLines(absl::string_view message) {
+  std::vector<std::string> lines = absl::StrSplit(message, '\n', absl::SkipWhitespace());
+  if (lines.size() <= 1) return {std::string(message)};
+  absl::string_view head = absl::StripSuffix(lines[0], ":");
+  if (size_t paren = head.rfind(" (");
+      paren != absl::string_view::npos && absl::EndsWith(head, " errors)")) {
+    head = head.substr(0, paren);
+  }
+  std::vector<std::string> out;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    out.push_back(absl::StrCat(head, ": ", absl::StripLeadingAsciiWhitespace(lines[i])));
+  }
+  return out;
+}
+
+std::string SkipText(const kit::KitSkip& s) {
+  std::string out = s.skipped.path;
+  if (!s.skipped.name.empty()) absl::StrAppend(&out, " ", kit::Quote(s.skipped.name));
+  absl::StrAppend(&out, " skipped: ", s.skipped.reason);
+  return out;
+}
+
+// Warnings are the library's plus every optional entry left out.
+std::vector<std::string> Warnings(const kit::ResolvedKits& r) {
+  std::vector<std::string> out = r.warnings;
+  for (const kit::KitSkip& s : r.skipped) out.push_back(absl::StrCat(s.ref, ": ", SkipText(s)));
+  return out;
+}
+
+// ---- JSON ----
+
+Json NetworkJson(const kit::NetworkSurface& n) {
+  return {{"allow_hosts", n.allow_hosts},
+          {"deny_hosts", n.deny_hosts},
+          {"http_allow", n.http_allow},
+          {"http_deny", n.http_deny}};
+}
+
+Json CredentialsJson(const std::map<std::string, kit::CredentialSurface>& creds) {
+  Json out = Json::object();
+  for (const auto& [service, c] : creds) {
+    out[service] = {{"env_name", c.env_name}, {"inject_domains", c.inject_domains}};
+  }
+  return out;
+}
+
+Json SurfaceJson(const kit::Surface& s) {
+  return {{"install", NetworkJson(s.install)},
+          {"runtime", NetworkJson(s.runtime)},
+          {"credentials",
+           {{"install", CredentialsJson(s.credentials_install)},
+            {"runtime", CredentialsJson(s.credentials_runtime)}}},
+          {"storage", s.storage_paths},
+          {"ports", s.ports},
+          {"privileged", s.privileged},
+          {"services", s.services}};
+}
+
+Json InspectJson(const Resolution& r) {
+  const kit::ResolvedKits& k = r.result;
+  Json kits = Json::array();
+  for (const KitView& v : r.kits) {
+    kits.push_back({{"ref", v.ref},
+                    {"kind", kit::KitKindName(v.published.kind)},
+                    {"display_name", v.published.display_name}});
+  }
+  Json skipped = Json::array();
+  for (const kit::KitSkip& s : k.skipped) {
+    skipped.push_back({{"ref", s.ref},
+                       {"path", s.skipped.path},
+                       {"name", s.skipped.name},
+                       {"members", s.skipped.members},
+                       {"rejected", s.skipped.rejected},
+                       {"reason", s.skipped.reason}});
+  }
+  Json args = Json::object();
+  for (const auto& [ref, values] : k.args) args[ref] = values;
+  return {{"kits", kits},
+          {"order", k.composition.order},
+          {"descriptor", Json::parse(kit::ToCanonicalJson(k.composition.merged.document))},
+          {"surface", SurfaceJson(k.surface)},
+          {"not_enforced", k.not_enforced},
+          {"skipped", skipped},
+          {"args", args},
+          {"env_exports", k.env_exports},
+          {"warnings", r.result.warnings}};
+}
+
+// ---- Text ----
+
+// List prints `label:` and the items under it, nothing when empty.
+void List(std::ostream& out, const std::string& indent, const std::string& label,
+          const std::vector<std::string>& items) {
+  if (items.empty()) return;
+  out << indent << label << ":\n";
+  for (const std::string& i : items) out << indent << "  " << i << "\n";
+}
+
+std::string TypeNote(const std::string& type) {
+  if (!kit::AcceptedTypes().count(type)) return "  (not provided by this host)";
+  if (!kit::IsEnforcedType(type)) return "  (not enforced)";
+  return "";
+}
+
+std::string EntryLine(const kit::CapabilityEntry& e) {
+  std::string line = e.type;
+  if (e.optional) absl::StrAppend(&line, "  optional");
+  if (!e.name.empty()) absl::StrAppend(&line, "  ", kit::Quote(e.name));
+  return line + TypeNote(e.type);
+}
+
+std::string ArgLine(const KitView& v, const std::string& name, const kit::Arg& a,
+                    const kit::ResolvedKits& r) {
+  std::string line = name;
+  std::optional<std::string> value;
+  if (a.build_phase()) {
+    if (auto it = v.build_args.find(name); it != v.build_args.end()) {
+      value = it->second;
+    } else if (!v.from_oci_layout) {
+      value = a.default_value;
+    }
+  } else if (auto ref = r.args.find(v.ref); ref != r.args.end()) {
+    if (auto it = ref->second.find(name); it != ref->second.end()) value = it->second;
+  }
+  if (value) absl::StrAppend(&line, " = ", kit::Quote(*value));
+  std::vector<std::string> facts;
+  if (a.build_phase()) {
+    facts.push_back(
+        absl::StrCat("build arg ", a.build_arg, v.from_oci_layout ? ", fixed when published" : ""));
+  }
+  if (a.required) facts.push_back("required");
+  if (a.default_value) facts.push_back("default " + kit::Quote(*a.default_value));
+  if (!a.env.empty()) facts.push_back("env " + a.env);
+  if (!a.enum_values.empty()) {
+    std::vector<std::string> quoted;
+    for (const std::string& e : a.enum_values) quoted.push_back(kit::Quote(e));
+    facts.push_back("one of " + absl::StrJoin(quoted, ", "));
+  }
+  if (a.pattern) facts.push_back("pattern " + *a.pattern);
+  if (!facts.empty()) absl::StrAppend(&line, "  (", absl::StrJoin(facts, "; "), ")");
+  if (!a.description.empty()) absl::StrAppend(&line, "  ", a.description);
+  return line;
+}
+
+void PrintKit(std::ostream& out, const KitView& v, const kit::ResolvedKits& r) {
+  const kit::Descriptor& d = v.published;
+  out << "Kit " << v.ref << "\n";
+  if (!d.display_name.empty()) out << "  name:        " << d.display_name << "\n";
+  out << "  kind:        " << kit::KitKindName(d.kind)
+      << (v.from_oci_layout ? " (OCI image layout)" : " (descriptor file)") << "\n";
+  std::vector<std::string> provides, needs, integrates, conflicts;
+  for (const kit::Provide& p : d.provides) provides.push_back(p.text);
+  for (const kit::Requirement& q : d.requirements) needs.push_back(q.text);
+  for (const kit::Requirement& q : d.integrates) integrates.push_back(q.text);
+  for (const std::string& c : d.conflicts) conflicts.push_back(kit::ShortName(c));
+  if (!provides.empty()) out << "  provides:    " << absl::StrJoin(provides, ", ") << "\n";
+  if (!needs.empty()) out << "  requires:    " << absl::StrJoin(needs, ", ") << "\n";
+  if (!integrates.empty()) out << "  integrates:  " << absl::StrJoin(integrates, ", ") << "\n";
+  if (!conflicts.empty()) out << "  conflicts:   " << absl::StrJoin(conflicts, ", ") << "\n";
+  std::vector<std::string> args;
+  for (const auto& [name, a] : d.args) args.push_back(ArgLine(v, name, a, r));
+  List(out, "  ", "args", args);
+  if (!d.capabilities.empty()) out << "  capabilities:\n";
+  for (const kit::CapabilityItem& item : d.capabilities) {
+    if (const auto* e = std::get_if<kit::CapabilityEntry>(&item)) {
+      out << "    " << EntryLine(*e) << "\n";
+      continue;
+    }
+    const auto& g = std::get<kit::CapabilityGroup>(item);
+    out << "    group " << kit::Quote(g.name) << (g.optional ? "  optional" : "") << "\n";
+    for (const kit::CapabilityEntry& m : g.members) out << "      " << EntryLine(m) << "\n";
+  }
+  std::vector<std::string> skipped;
+  for (const kit::KitSkip& s : r.skipped) {
+    if (s.ref == v.ref) skipped.push_back(SkipText(s));
+  }
+  List(out, "  ", "skipped", skipped);
+}
+
+std::string CredentialText(const std::string& service, const kit::CredentialSurface& c) {
+  std::vector<std::string> facts;
+  if (!c.env_name.empty()) facts.push_back("env " + c.env_name);
+  if (!c.inject_domains.empty()) {
+    facts.push_back("injected for " + absl::StrJoin(c.inject_domains, ", "));
+  }
+  return facts.empty() ? service : absl::StrCat(service, " (", absl::StrJoin(facts, "; "), ")");
+}
+
+void PrintPhase(std::ostream& out, const char* phase, const kit::NetworkSurface& n,
+                const std::map<std::string, kit::CredentialSurface>& creds) {
+  std::vector<std::string> credentials;
+  for (const auto& [service, c] : creds) credentials.push_back(CredentialText(service, c));
+  if (n.allow_hosts.empty() && n.deny_hosts.empty() && n.http_allow.empty() &&
+      n.http_deny.empty() && credentials.empty()) {
+    out << "  " << phase << ": nothing\n";
+    return;
+  }
+  out << "  " << phase << ":\n";
+  List(out, "    ", "allow hosts", n.allow_hosts);
+  List(out, "    ", "deny hosts", n.deny_hosts);
+  List(out, "    ", "HTTP allow", n.http_allow);
+  List(out, "    ", "HTTP deny", n.http_deny);
+  List(out, "    ", "credentials", credentials);
+}
+
+void PrintInspect(std::ostream& out, const Resolution& r) {
+  const kit::ResolvedKits& k = r.result;
+  for (const KitView& v : r.kits) {
+    PrintKit(out, v, k);
+    out << "\n";
+  }
+  if (r.kits.size() > 1) {
+    out << "Composition: " << absl::StrJoin(k.composition.order, ", ") << " (in this order)\n";
+    std::vector<std::string> provides;
+    for (const kit::Provide& p : k.composition.merged.provides) provides.push_back(p.text);
+    if (!provides.empty()) out << "  provides:    " << absl::StrJoin(provides, ", ") << "\n";
+    out << "\n";
+  }
+  const kit::Surface& s = k.surface;
+  out << "Grant surface:\n";
+  PrintPhase(out, "install", s.install, s.credentials_install);
+  PrintPhase(out, "runtime", s.runtime, s.credentials_runtime);
+  List(out, "  ", "storage", s.storage_paths);
+  List(out, "  ", "ports", s.ports);
+  out << "  privileged: " << (s.privileged ? "yes" : "no") << "\n";
+  List(out, "  ", "other services", s.services);
+  if (!k.not_enforced.empty()) {
+    out << "\nRecorded but not enforced by Airlock:\n";
+    for (const std::string& t : k.not_enforced) out << "  " << t << "\n";
+  }
+  if (!k.env_exports.empty()) {
+    out << "\nContainer environment from args:\n";
+    for (const auto& [name, value] : k.env_exports) {
+      out << "  " << name << "=" << value << "\n";
+    }
+  }
+}
+
+void Fail(const absl::Status& s, int* exit_code) {
+  std::cerr << "airlock: " << s.message() << "\n";
+  if (absl::StrContains(s.message(), "final container environment has no variable")) {
+    std::cerr << "airlock: give the kit's container environment with --env NAME=VALUE\n";
+  }
+  *exit_code = 1;
+}
+
+}  // namespace
+
+void AddKitCommand(CLI::App& app, int* exit_code) {
+  CLI::App* kitcmd = app.add_subcommand(
+      "kit",
+      "Sandbox Kits: check, show and compare them (REF: an OCI image layout directory "
+      "or a descriptor file)");
+  kitcmd->require_subcommand(1);
+
+  // validate
+  struct ValidateFlags {
+    std::vector<std::string> refs;
+    PipelineFlags pipeline;
+  };
+  auto* vf = new ValidateFlags();
+  CLI::App* validate = kitcmd->add_subcommand(
+      "validate",
+      "Check kits as a sandbox would load them: one REF alone, several as one "
+      "composition (exit 1 when invalid)");
+  validate->add_option("refs", vf->refs, "REF...: OCI image layout directories or descriptor files")
+      ->required();
+  AddPipelineFlags(validate, &vf->pipeline);
+  validate->footer("Example: airlock kit validate kit.yaml --kit-arg model=swift-2");
+  validate->callback([=] {
+    Parsed p;
+    if (!ParseFlags(vf->pipeline, &p, exit_code)) return;
+    auto r = Resolve(vf->refs, p.args, p.env);
+    if (!r.ok()) {
+      *exit_code = 1;
+      if (vf->pipeline.json) {
+        Json out = {{"valid", false},
+                    {"errors", ErrorLines(r.status().message())},
+                    {"warnings", Json::array()}};
+        std::cout << out.dump(2) << "\n";
+      } else {
+        Fail(r.status(), exit_code);
+      }
+      return;
+    }
+    std::vector<std::string> warnings = Warnings(r->result);
+    if (vf->pipeline.json) {
+      Json out = {{"valid", true}, {"errors", Json::array()}, {"warnings", warnings}};
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    for (const KitView& v : r->kits) {
+      std::cout << v.ref << ": valid " << kit::KitKindName(v.published.kind) << " kit\n";
+    }
+    if (r->kits.size() > 1) {
+      std::cout << "composition: valid (" << absl::StrJoin(r->result.composition.order, ", ")
+                << ")\n";
+    }
+    for (const std::string& w : warnings) std::cerr << "warning: " << w << "\n";
+  });
+
+  // inspect
+  struct InspectFlags {
+    std::vector<std::string> refs;
+    PipelineFlags pipeline;
+  };
+  auto* inf = new InspectFlags();
+  CLI::App* inspect =
+      kitcmd->add_subcommand("inspect",
+                             "Show kits and what they grant: args, capabilities (and which are not "
+                             "enforced), skipped entries, and the grant surface of the whole");
+  inspect->add_option("refs", inf->refs, "REF...: OCI image layout directories or descriptor files")
+      ->required();
+  AddPipelineFlags(inspect, &inf->pipeline);
+  inspect->footer(
+      "--json prints the effective descriptor (\"descriptor\") and its grant surface "
+      "(\"surface\").\nExample: airlock kit inspect quill.yaml forge-oci --kit-arg apiPort=8181");
+  inspect->callback([=] {
+    Parsed p;
+    if (!ParseFlags(inf->pipeline, &p, exit_code)) return;
+    auto r = Resolve(inf->refs, p.args, p.env);
+    if (!r.ok()) return Fail(r.status(), exit_code);
+    if (inf->pipeline.json) {
+      std::cout << InspectJson(*r).dump(2) << "\n";
+      return;
+    }
+    PrintInspect(std::cout, *r);
+    for (const std::string& w : r->result.warnings) std::cerr << "warning: " << w << "\n";
+  });
+
+  // diff
+  struct DiffFlags {
+    std::string old_ref, new_ref;
+    PipelineFlags pipeline;
+    bool exit_code = false;
+  };
+  auto* df = new DiffFlags();
+  CLI::App* diff = kitcmd->add_subcommand(
+      "diff",
+      "Compare the grant surface of two versions of a kit: what NEW grants beyond OLD "
+      "(widenings, which need approval) and what it drops (narrowings)");
+  diff->add_option("old", df->old_ref, "OLD: the granted version (layout directory or file)")
+      ->required();
+  diff->add_option("new", df->new_ref, "NEW: the proposed version (layout directory or file)")
+      ->required();
+  AddPipelineFlags(diff, &df->pipeline);
+  diff->add_flag("--exit-code", df->exit_code,
+                 "Exit 1 when NEW widens the grant surface (as git diff --exit-code)");
+  diff->footer(
+      "An arg goes to whichever side declares it.\n"
+      "Example: airlock kit diff forge-3.2.yaml forge-oci --exit-code");
+  diff->callback([=] {
+    Parsed p;
+    if (!ParseFlags(df->pipeline, &p, exit_code)) return;
+    for (const std::string* ref : {&df->old_ref, &df->new_ref}) {
+      if (auto loaded = Load(*ref); !loaded.ok()) return Fail(loaded.status(), exit_code);
+    }
+    auto diffed = kit::DiffKits({df->old_ref}, {df->new_ref}, p.args, p.env);
+    if (!diffed.ok()) return Fail(diffed.status(), exit_code);
+    const kit::SurfaceDiff& d = *diffed;
+    if (df->pipeline.json) {
+      Json out = {{"widenings", d.widenings}, {"narrowings", d.narrowings}};
+      std::cout << out.dump(2) << "\n";
+    } else if (d.widenings.empty() && d.narrowings.empty()) {
+      std::cout << "no change in the grant surface\n";
+    } else {
+      if (!d.widenings.empty()) std::cout << "widenings:\n";
+      for (const std::string& w : d.widenings) std::cout << "+ " << w << "\n";
+      if (!d.narrowings.empty()) std::cout << "narrowings:\n";
+      for (const std::string& n : d.narrowings) std::cout << "- " << n << "\n";
+    }
+    if (df->exit_code && d.widens()) *exit_code = 1;
+  });
+
+  // upgrade, approve: they change a sandbox's kits through policyd (Resolve,
+  // Diff and the approval gate) and are registered here, below the local
+  // verbs, with their own daemon connection.
+}
+
+}  // namespace airlock::cli
