@@ -182,7 +182,8 @@ absl::StatusOr<pb::KitPlan> BuildPlan(const kit::ResolvedKits& resolved, bool al
                 "credential ", c->service, " inject ", rule.domain, ": ", format.status().message()));
           }
           pb::KitInject* in = kc->add_inject();
-          in->set_domain(rule.domain);
+          // The spec compares inject domains without their port.
+          in->set_domain(rule.domain.substr(0, rule.domain.rfind(':')));
           in->set_format(*format);
         }
       }

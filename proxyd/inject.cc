@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "proxyd/inject_format.h"
 
 namespace airlock::proxyd {
 
@@ -55,19 +56,17 @@ absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
   RequestHead out = *req;
   std::vector<std::string> placed;
   for (const Placement& c : creds) {
+    auto format = ParseFormat(c.format);
+    if (!format.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("credential ", c.id, " cannot be placed: ", format.status().message()));
+    }
     bool done = false;
-    if (absl::StartsWith(c.format, "header:") || c.format == "bearer" ||
-        absl::StartsWith(c.format, "basic:")) {
-      std::string name = absl::StartsWith(c.format, "header:") ? c.format.substr(7)
-                                                                : "Authorization";
-      std::string value = c.value;
-      if (c.format == "bearer") value = "Bearer " + c.value;
-      if (absl::StartsWith(c.format, "basic:")) {
-        value = "Basic " + Base64(absl::StrCat(c.format.substr(6), ":", c.value));
-      }
-      std::string current = out.Get(name);
+    if (format->kind == Format::Kind::kHeader) {
+      std::string current = out.Get(format->header);
       // The guest's own value stays; the sentinel (bare, as a bearer token,
-      // or inside basic credentials) is replaced, and so is a missing one.
+      // inside a template's text or inside basic credentials) is replaced,
+      // and so is a missing one.
       bool sentinel = current.empty() || absl::StrContains(current, c.sentinel);
       if (!sentinel && absl::StartsWith(absl::AsciiStrToLower(current), "basic ")) {
         std::string decoded;
@@ -75,10 +74,10 @@ absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
                    absl::StrContains(decoded, c.sentinel);
       }
       if (sentinel) {
-        out.Set(name, value);
+        out.Set(format->header, format->HeaderValue(c.value));
         done = true;
       }
-    } else if (c.format == "replace") {
+    } else {
       if (c.sentinel.size() < 8) {
         return absl::InvalidArgumentError(
             absl::StrCat("credential ", c.id, " has a placeholder too short to replace safely"));
@@ -93,9 +92,6 @@ absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
         out.target = absl::StrReplaceAll(out.target, {{c.sentinel, c.value}});
         done = true;
       }
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("credential ", c.id, " has an unknown format \"", c.format, "\""));
     }
     if (done) placed.push_back(c.id);
   }

@@ -21,9 +21,12 @@ struct Placement {
   std::string sentinel;
   std::string value;
   // "header:<name>": the header <name> carries the value;
+  // "header:<name>=<template>": it carries <template>, its "%s" replaced by
+  // the value;
   // "bearer": Authorization: Bearer <value>;
   // "basic:<user>": Authorization: Basic base64(<user>:<value>);
   // "replace": every occurrence of the sentinel is swapped for the value.
+  // ParseFormat (inject_format.h) has the exact rules.
   std::string format;
 };
 
@@ -35,7 +38,7 @@ inline constexpr size_t kMaxInspectedBody = 1 << 20;
 // the guest left it out or sent the sentinel in it (a value of the guest's
 // own is left alone), and "replace" sentinels are swapped in every header
 // value and in the request target. Returns the ids of the credentials
-// placed. INVALID_ARGUMENT for a format it does not know (never sent
+// placed. INVALID_ARGUMENT for a format ParseFormat refuses (never sent
 // half-done: `req` is untouched then).
 absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
                                                     const std::vector<Placement>& creds);

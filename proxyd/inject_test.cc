@@ -68,6 +68,39 @@ TEST(InjectHeadTest, ReplaceSwapsPlaceholdersInHeadersAndTarget) {
   EXPECT_EQ(r.Get("Other"), "x");
 }
 
+TEST(InjectHeadTest, HeaderTemplatesFollowTheSameFillRule) {
+  const Placement kit{"codeforge@global", "proxy-managed", "cf-real", "header:X-Api-Key=Token %s"};
+  RequestHead missing = Req({});
+  auto placed = InjectHead(&missing, {kit});
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(missing.Get("x-api-key"), "Token cf-real");
+  EXPECT_EQ(*placed, std::vector<std::string>{"codeforge@global"});
+
+  // The sentinel inside the template's own text, or bare.
+  RequestHead templated = Req({{"X-Api-Key", "Token proxy-managed"}});
+  ASSERT_TRUE(InjectHead(&templated, {kit}).ok());
+  EXPECT_EQ(templated.Get("X-Api-Key"), "Token cf-real");
+  RequestHead bare = Req({{"X-Api-Key", "proxy-managed"}});
+  ASSERT_TRUE(InjectHead(&bare, {kit}).ok());
+  EXPECT_EQ(bare.Get("X-Api-Key"), "Token cf-real");
+
+  RequestHead own = Req({{"X-Api-Key", "Token mine"}});
+  placed = InjectHead(&own, {kit});
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(own.Get("X-Api-Key"), "Token mine");
+  EXPECT_TRUE(placed->empty());
+}
+
+TEST(InjectHeadTest, AHeaderThatFramesTheRequestIsRefused) {
+  RequestHead r = Req({{"x-api-key", "proxy-managed"}});
+  Placement framing{"x@global", "proxy-managed", "v", "header:Content-Length"};
+  auto placed = InjectHead(&r, {kAnthropic, framing});
+  EXPECT_EQ(placed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(placed.status().message().find("x@global"), std::string::npos) << placed.status();
+  EXPECT_EQ(r.Get("x-api-key"), "proxy-managed") << "no half-rewritten request";
+  EXPECT_EQ(r.Get("Content-Length"), "");
+}
+
 TEST(InjectHeadTest, UnknownFormatChangesNothing) {
   RequestHead r = Req({{"x-api-key", "proxy-managed"}});
   Placement bad{"x@global", "proxy-managed", "v", "carrier-pigeon"};

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "proxyd/inject_format.h"
 #include "secretsd/key_file.h"
 #include "secretsd/services.h"
 #include "secretsd/validation.h"
@@ -38,6 +39,10 @@ namespace {
 //   sandbox_globals  the global secrets that existed at registration.
 //   meta             key_check: a known text sealed with the key, to
 //                    refuse a wrong key file at startup.
+//   kit_bindings     (step 2) a registered sandbox's Kit bindings, one row
+//                    per service; `inject` is '\n'-separated
+//                    "<domain> <format>" lines (a domain holds no space, a
+//                    format no newline). They go with the registration.
 const std::vector<std::string>& Schema() {
   static const std::vector<std::string>* steps = new std::vector<std::string>{
       "CREATE TABLE secrets (serial INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
@@ -49,6 +54,9 @@ const std::vector<std::string>& Schema() {
       "ON DELETE CASCADE, serial INTEGER NOT NULL REFERENCES secrets(serial) ON DELETE CASCADE, "
       "PRIMARY KEY (sandbox, serial));"
       "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
+      "CREATE TABLE kit_bindings (sandbox TEXT NOT NULL REFERENCES sandboxes(name) "
+      "ON DELETE CASCADE, service TEXT NOT NULL, env TEXT NOT NULL, inject TEXT NOT NULL, "
+      "PRIMARY KEY (sandbox, service))",
   };
   return *steps;
 }
@@ -152,6 +160,56 @@ absl::StatusOr<std::vector<std::string>> ValidateSpec(const SecretSpec& spec) {
     }
   }
   return hosts;
+}
+
+// Validates everything of a BindKit request, before anything is changed,
+// and returns the bindings with their domains normalized.
+absl::StatusOr<std::vector<KitBinding>> ValidateBindings(const std::string& sandbox,
+                                                         const std::vector<KitBinding>& bindings) {
+  if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
+  std::set<std::string> services;
+  std::vector<KitBinding> out;
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    const KitBinding& b = bindings[i];
+    auto bad = [i](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat("credentials[", i, "]: ", why));
+    };
+    if (absl::Status s = ValidateServiceHandle(b.service); !s.ok()) return bad(s.message());
+    if (!services.insert(b.service).second) {
+      return bad(absl::StrCat("service ", QuoteForMessage(b.service),
+                              " is bound twice; one binding per service"));
+    }
+    if (!b.env.empty()) {
+      if (absl::Status s = ValidateKitEnvName(b.env); !s.ok()) return bad(s.message());
+    }
+    if (b.inject.size() > kMaxHostsPerSecret) {
+      return bad(absl::StrCat("inject: at most ", kMaxHostsPerSecret, " entries per service"));
+    }
+    KitBinding norm{b.service, b.env, {}};
+    std::set<std::string> domains;
+    for (size_t j = 0; j < b.inject.size(); ++j) {
+      const std::string at = absl::StrCat("inject[", j, "].");
+      auto domain = NormalizeHostName(b.inject[j].domain);
+      if (!domain.ok()) return bad(absl::StrCat(at, domain.status().message()));
+      // Resolve gives one format per host.
+      if (!domains.insert(*domain).second) {
+        return bad(absl::StrCat(at, "domain ", QuoteForMessage(*domain),
+                                " is listed twice for the service; one format per domain"));
+      }
+      // The formats proxyd places, by proxyd's own parser.
+      auto format = proxyd::ParseFormat(b.inject[j].format);
+      if (!format.ok()) return bad(absl::StrCat(at, format.status().message()));
+      norm.inject.push_back(KitInject{*domain, b.inject[j].format});
+    }
+    out.push_back(std::move(norm));
+  }
+  return out;
+}
+
+std::string InjectText(const std::vector<KitInject>& inject) {
+  std::vector<std::string> lines;
+  for (const auto& i : inject) lines.push_back(absl::StrCat(i.domain, " ", i.format));
+  return absl::StrJoin(lines, "\n");
 }
 
 }  // namespace
@@ -335,22 +393,47 @@ absl::StatusOr<bool> SecretStore::Registered(const std::string& sandbox) {
   return !rows->empty();
 }
 
+absl::Status SecretStore::Register(const std::string& sandbox) {
+  if (absl::Status s =
+          db_->Exec("INSERT INTO sandboxes (name, registered_at) VALUES (?, ?)", {sandbox, Now()});
+      !s.ok()) {
+    return s;
+  }
+  return db_->Exec(
+      "INSERT INTO sandbox_globals (sandbox, serial) "
+      "SELECT ?, serial FROM secrets WHERE scope = 'global'",
+      {sandbox});
+}
+
+absl::StatusOr<std::map<std::string, KitBinding>> SecretStore::Bindings(
+    const std::string& sandbox) {
+  auto rows =
+      db_->Query("SELECT service, env, inject FROM kit_bindings WHERE sandbox = ?", {sandbox});
+  if (!rows.ok()) return rows.status();
+  std::map<std::string, KitBinding> out;
+  for (auto& r : *rows) {
+    KitBinding b{r[0], r[1], {}};
+    if (!r[2].empty()) {
+      for (absl::string_view line : absl::StrSplit(r[2], '\n')) {
+        std::pair<std::string, std::string> parts = absl::StrSplit(line, absl::MaxSplits(' ', 1));
+        if (parts.first.empty() || parts.second.empty()) {
+          return absl::DataLossError(absl::StrCat("stored Kit binding of ", r[0], " for sandbox ",
+                                                  sandbox, " has a malformed inject entry"));
+        }
+        b.inject.push_back(KitInject{std::move(parts.first), std::move(parts.second)});
+      }
+    }
+    out.emplace(b.service, std::move(b));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<SecretStore::Row>> SecretStore::InEffect(const std::string& sandbox,
                                                                     Unregistered unregistered) {
   auto registered = Registered(sandbox);
   if (!registered.ok()) return registered.status();
   if (!*registered && unregistered == Unregistered::kRegister) {
-    absl::Status s = InTransaction(db_, [&] {
-      if (absl::Status r = db_->Exec("INSERT INTO sandboxes (name, registered_at) VALUES (?, ?)",
-                                     {sandbox, Now()});
-          !r.ok()) {
-        return r;
-      }
-      return db_->Exec(
-          "INSERT INTO sandbox_globals (sandbox, serial) "
-          "SELECT ?, serial FROM secrets WHERE scope = 'global'",
-          {sandbox});
-    });
+    absl::Status s = InTransaction(db_, [&] { return Register(sandbox); });
     if (!s.ok()) return s;
     *registered = true;
   }
@@ -409,13 +492,25 @@ absl::StatusOr<std::map<std::string, std::string>> SecretStore::Sentinels(
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = InEffect(sandbox, Unregistered::kRegister);
   if (!rows.ok()) return rows.status();
+  auto bindings = Bindings(sandbox);
+  if (!bindings.ok()) return bindings.status();
   std::map<std::string, std::string> env;
+  std::map<std::string, std::string> service_sentinel;
   for (const auto& r : *rows) {
     if (r.service.empty()) {
       env.emplace(r.env, r.sentinel);
-    } else if (const ServiceDef* def = FindService(r.service); def != nullptr) {
+      continue;
+    }
+    service_sentinel.emplace(r.service, r.sentinel);
+    if (const ServiceDef* def = FindService(r.service); def != nullptr) {
       for (const auto& e : def->env) env.emplace(e, r.sentinel);
     }
+  }
+  // A Kit's variables come after the secrets' own: a Kit adds a name for a
+  // secret in effect, it never takes over a variable a secret sets.
+  for (const auto& [service, b] : *bindings) {
+    auto it = service_sentinel.find(service);
+    if (!b.env.empty() && it != service_sentinel.end()) env.emplace(b.env, it->second);
   }
   return env;
 }
@@ -430,12 +525,20 @@ absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& 
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = InEffect(sandbox, Unregistered::kNoGlobals);
   if (!rows.ok()) return rows.status();
+  auto bindings = Bindings(sandbox);
+  if (!bindings.ok()) return bindings.status();
   std::vector<Credential> out;
   for (const auto& r : *rows) {
     std::string format;
+    auto bound = bindings->find(r.service);
     if (r.service.empty()) {
       for (absl::string_view pattern : absl::StrSplit(r.hosts, '\n')) {
         if (HostMatches(pattern, *h)) format = kFormatReplace;
+      }
+    } else if (bound != bindings->end() && !bound->second.inject.empty()) {
+      // The Kit says where this service's value goes: there, and only there.
+      for (const auto& i : bound->second.inject) {
+        if (format.empty() && HostMatches(i.domain, *h)) format = i.format;
       }
     } else if (const ServiceDef* def = FindService(r.service); def != nullptr) {
       for (const auto& sh : def->hosts) {
@@ -453,6 +556,43 @@ absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& 
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> SecretStore::BindKit(
+    const std::string& sandbox, const std::vector<KitBinding>& bindings) {
+  auto valid = ValidateBindings(sandbox, bindings);
+  if (!valid.ok()) return valid.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Status s = InTransaction(db_, [&]() -> absl::Status {
+    auto registered = Registered(sandbox);
+    if (!registered.ok()) return registered.status();
+    if (!*registered) {
+      if (absl::Status r = Register(sandbox); !r.ok()) return r;
+    }
+    if (absl::Status r = db_->Exec("DELETE FROM kit_bindings WHERE sandbox = ?", {sandbox});
+        !r.ok()) {
+      return r;
+    }
+    for (const KitBinding& b : *valid) {
+      absl::Status r =
+          db_->Exec("INSERT INTO kit_bindings (sandbox, service, env, inject) VALUES (?, ?, ?, ?)",
+                    {sandbox, b.service, b.env, InjectText(b.inject)});
+      if (!r.ok()) return r;
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  auto rows = InEffect(sandbox, Unregistered::kNoGlobals);
+  if (!rows.ok()) return rows.status();
+  std::set<std::string> in_effect;
+  for (const auto& r : *rows) {
+    if (!r.service.empty()) in_effect.insert(r.service);
+  }
+  std::vector<std::string> unbound;
+  for (const KitBinding& b : *valid) {
+    if (in_effect.count(b.service) == 0) unbound.push_back(b.service);
+  }
+  return unbound;
+}
+
 absl::StatusOr<int> SecretStore::ForgetSandbox(const std::string& sandbox) {
   if (sandbox.empty()) return absl::InvalidArgumentError("sandbox is required");
   std::lock_guard<std::mutex> lock(mu_);
@@ -462,6 +602,8 @@ absl::StatusOr<int> SecretStore::ForgetSandbox(const std::string& sandbox) {
         db_->Exec("DELETE FROM secrets WHERE scope = 'sandbox' AND sandbox = ?", {sandbox});
     if (!r.ok()) return r;
     deleted = db_->Changes();
+    // Its sandbox_globals and kit_bindings rows go with it (ON DELETE
+    // CASCADE).
     return db_->Exec("DELETE FROM sandboxes WHERE name = ?", {sandbox});
   });
   if (!s.ok()) return s;

@@ -56,6 +56,23 @@ struct Credential {
   std::string format;
 };
 
+// KitInject is one place a Kit puts a credential: a DNS host name and the
+// format proxyd places the value in there (see services.h).
+struct KitInject {
+  std::string domain;
+  std::string format;
+};
+
+// KitBinding is a Kit's credential@1 capability bound to one service for
+// one sandbox: the variable the guest sees the service's sentinel in
+// (empty: none, an inject-only credential) and where its value goes
+// (empty: the built-in hosts, if the service has any).
+struct KitBinding {
+  std::string service;
+  std::string env;
+  std::vector<KitInject> inject;
+};
+
 // SecretStore is thread-safe. Ids are "<service>@global",
 // "<service>@<sandbox>", "custom:<ENV>@global" and "custom:<ENV>@<sandbox>"
 // (no sandbox may be named "global").
@@ -67,6 +84,10 @@ struct Credential {
 // only those globals (as long as they exist; replacing a global keeps it,
 // deleting it ends it, setting it again later is a new secret). A sandbox
 // secret wins over a global one for the same service or custom env.
+//
+// Kit bindings (BindKit) change, for one sandbox, where the secret of a
+// service is seen and placed; they never make a secret apply that would
+// not apply without them.
 class SecretStore {
  public:
   // Open applies the schema to `db` and loads the key at `key_file`. A
@@ -92,22 +113,43 @@ class SecretStore {
 
   // Sentinels registers `sandbox` if it is not registered yet and returns
   // the guest environment for it: every env variable of every secret in
-  // effect, mapped to that secret's sentinel.
+  // effect, mapped to that secret's sentinel, and then the env of each Kit
+  // binding whose service has a secret in effect, mapped to that secret's
+  // sentinel unless a secret already sets that variable.
   absl::StatusOr<std::map<std::string, std::string>> Sentinels(const std::string& sandbox);
 
   // Resolve returns the plaintext credentials in effect for `sandbox` whose
   // hosts match `host` (case, a trailing '.' and a ":port" ignored; a host
-  // that is not a DNS name matches nothing). Callers must have established
-  // that proxyd asks. A sandbox never registered by Sentinels gets only its
-  // own secrets.
+  // that is not a DNS name matches nothing). The hosts of a service with a
+  // Kit binding that has inject entries are those entries' domains, with
+  // their formats, instead of the built-in ones. Callers must have
+  // established that proxyd asks. A sandbox never registered by Sentinels
+  // (or BindKit) gets only its own secrets.
   absl::StatusOr<std::vector<Credential>> Resolve(const std::string& sandbox,
                                                   const std::string& host);
 
-  // ForgetSandbox deletes the sandbox-scoped secrets of `sandbox` and its
-  // registration (which globals it got), so a new sandbox of the same name
-  // starts afresh. vmmd calls it (the Forget RPC) when it removes a sandbox.
-  // A name with nothing stored is not an error. Returns how many secrets
-  // were deleted.
+  // BindKit replaces the whole set of Kit bindings of `sandbox` with
+  // `bindings` (an empty list removes them), in one transaction, registering
+  // the sandbox first if it is not registered yet (as Sentinels does). It
+  // checks everything before changing anything: INVALID_ARGUMENT names the
+  // field ("credentials[1]: inject[0].format ...") for a bad sandbox name,
+  // service handle (ValidateServiceHandle), env (ValidateKitEnvName),
+  // domain (NormalizeHostName) or format (proxyd::ParseFormat), a service
+  // bound twice, a domain listed twice in one binding, or more than
+  // kMaxHostsPerSecret inject entries. A binding with neither env nor
+  // inject entries changes nothing but is checked and reported like the
+  // others. Returns the bound services, in `bindings` order, with no
+  // secret in effect for the sandbox: a binding of one is kept (it applies
+  // once such a secret exists) and it is the caller's call whether that is
+  // an error.
+  absl::StatusOr<std::vector<std::string>> BindKit(const std::string& sandbox,
+                                                   const std::vector<KitBinding>& bindings);
+
+  // ForgetSandbox deletes the sandbox-scoped secrets of `sandbox`, its
+  // registration (which globals it got) and its Kit bindings, so a new
+  // sandbox of the same name starts afresh. vmmd calls it (the Forget RPC)
+  // when it removes a sandbox. A name with nothing stored is not an error.
+  // Returns how many secrets were deleted.
   absl::StatusOr<int> ForgetSandbox(const std::string& sandbox);
 
  private:
@@ -124,6 +166,11 @@ class SecretStore {
   absl::StatusOr<std::vector<Row>> Rows(const std::string& where,
                                         const std::vector<SqlValue>& params);
   absl::StatusOr<bool> Registered(const std::string& sandbox);
+  // Register records `sandbox` as created now, with the globals that exist
+  // now; the caller runs it in a transaction, for a sandbox not registered.
+  absl::Status Register(const std::string& sandbox);
+  // Bindings is the Kit bindings of `sandbox`, by service.
+  absl::StatusOr<std::map<std::string, KitBinding>> Bindings(const std::string& sandbox);
   // InEffect is the secrets that apply to `sandbox`, a sandbox secret
   // hiding the global one with the same service or custom env.
   absl::StatusOr<std::vector<Row>> InEffect(const std::string& sandbox, Unregistered unregistered);

@@ -7,6 +7,7 @@
 #include "common/fd_io.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
+#include "secretsd/validation.h"
 
 namespace airlock::secretsd {
 namespace {
@@ -32,6 +33,11 @@ SecretSpec Custom(Scope scope, const std::string& sandbox, const std::string& en
   s.value = value;
   s.placeholder = placeholder;
   return s;
+}
+
+KitBinding Bind(const std::string& service, const std::string& env,
+                std::vector<KitInject> inject = {}) {
+  return KitBinding{service, env, std::move(inject)};
 }
 
 std::vector<std::string> Ids(const std::vector<SecretInfo>& infos) {
@@ -345,6 +351,252 @@ TEST_F(SecretStoreTest, APlaceholderStandsForOneVariable) {
       store_->Set(Custom(Scope::kGlobal, "", "TWO", {"a.example.com"}, "3", "shared-holder"));
   EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(other.status().message().find("custom:ONE@"), std::string::npos) << other.status();
+}
+
+TEST_F(SecretStoreTest, KitEnvIsAddedForBoundServicesWithASecret) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", "a")).ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "github", "g")).ok());
+  auto unbound = store_->BindKit(
+      "box1", {Bind("anthropic", "CLAUDE_KEY"), Bind("github", "", {{"git.example.com", "bearer"}}),
+               Bind("openai", "MY_OPENAI")});
+  ASSERT_TRUE(unbound.ok()) << unbound.status();
+  EXPECT_EQ(*unbound, std::vector<std::string>{"openai"});
+
+  auto env = store_->Sentinels("box1");
+  ASSERT_TRUE(env.ok()) << env.status();
+  // The Kit's name in addition to the built-in one; the inject-only github
+  // binding adds nothing; openai has no secret, so no MY_OPENAI.
+  EXPECT_EQ(*env, (std::map<std::string, std::string>{{"ANTHROPIC_API_KEY", "proxy-managed"},
+                                                      {"CLAUDE_KEY", "proxy-managed"},
+                                                      {"GH_TOKEN", "proxy-managed"},
+                                                      {"GITHUB_TOKEN", "proxy-managed"}}));
+  // Another sandbox is not bound.
+  EXPECT_EQ(store_->Sentinels("box2")->count("CLAUDE_KEY"), 0u);
+
+  // Once openai has a secret for box1, the binding applies.
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "openai", "o")).ok());
+  EXPECT_EQ(store_->Sentinels("box1")->at("MY_OPENAI"), "proxy-managed");
+}
+
+TEST_F(SecretStoreTest, AKitEnvNeverTakesOverASecretsVariable) {
+  ASSERT_TRUE(store_
+                  ->Set(Custom(Scope::kSandbox, "box1", "SHARED_KEY", {"c.example.com"}, "c",
+                               "custom-placeholder"))
+                  .ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "groq", "g")).ok());
+  ASSERT_TRUE(store_->BindKit("box1", {Bind("groq", "SHARED_KEY")}).ok());
+  auto env = store_->Sentinels("box1");
+  EXPECT_EQ(env->at("SHARED_KEY"), "custom-placeholder");
+  EXPECT_EQ(env->at("GROQ_API_KEY"), "proxy-managed");
+  EXPECT_EQ(env->size(), 2u);
+}
+
+TEST_F(SecretStoreTest, ResolveUsesTheKitsDomainsInsteadOfTheBuiltInHosts) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "anthropic", "a")).ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "github", "g")).ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "openai", "o")).ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box2", "anthropic", "a2")).ok());
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
+            std::vector<std::string>{"a:header:x-api-key"});
+  ASSERT_TRUE(store_
+                  ->BindKit("box1", {Bind("anthropic", "",
+                                          {{"LLM.Example.com.", "header:X-Api-Key=Token %s"},
+                                           {"llm2.example.com", "bearer"}}),
+                                     Bind("github", "GIT_PAT")})
+                  .ok());
+
+  EXPECT_EQ(Values(store_->Resolve("box1", "llm.example.com")),
+            std::vector<std::string>{"a:header:X-Api-Key=Token %s"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "LLM.example.COM.:8443")),
+            std::vector<std::string>{"a:header:X-Api-Key=Token %s"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "llm2.example.com")),
+            std::vector<std::string>{"a:bearer"});
+  // Instead of, not as well as, the built-in host; exact names only.
+  EXPECT_TRUE(Values(store_->Resolve("box1", "api.anthropic.com")).empty());
+  EXPECT_TRUE(Values(store_->Resolve("box1", "x.llm.example.com")).empty());
+  EXPECT_TRUE(Values(store_->Resolve("box1", "example.com")).empty());
+  // A binding without inject entries keeps the built-in hosts; a service
+  // without a binding, and another sandbox, are as before.
+  EXPECT_EQ(Values(store_->Resolve("box1", "github.com")),
+            std::vector<std::string>{"g:basic:x-access-token"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.openai.com")),
+            std::vector<std::string>{"o:bearer"});
+  EXPECT_EQ(Values(store_->Resolve("box2", "api.anthropic.com")),
+            std::vector<std::string>{"a2:header:x-api-key"});
+  EXPECT_TRUE(Values(store_->Resolve("box2", "llm.example.com")).empty());
+}
+
+TEST_F(SecretStoreTest, RebindReplacesAndAnEmptyListRemoves) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "anthropic", "a")).ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "openai", "o")).ok());
+  ASSERT_TRUE(store_
+                  ->BindKit("box1", {Bind("anthropic", "OLD_KEY", {{"old.example.com", "bearer"}}),
+                                     Bind("openai", "OPENAI_TOO")})
+                  .ok());
+  ASSERT_TRUE(
+      store_->BindKit("box1", {Bind("anthropic", "NEW_KEY", {{"new.example.com", "bearer"}})})
+          .ok());
+  auto env = store_->Sentinels("box1");
+  EXPECT_EQ(env->count("OLD_KEY"), 0u);
+  EXPECT_EQ(env->count("OPENAI_TOO"), 0u);
+  EXPECT_EQ(env->at("NEW_KEY"), "proxy-managed");
+  EXPECT_TRUE(Values(store_->Resolve("box1", "old.example.com")).empty());
+  EXPECT_EQ(Values(store_->Resolve("box1", "new.example.com")),
+            std::vector<std::string>{"a:bearer"});
+
+  auto none = store_->BindKit("box1", {});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(store_->Sentinels("box1")->count("NEW_KEY"), 0u);
+  EXPECT_TRUE(Values(store_->Resolve("box1", "new.example.com")).empty());
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
+            std::vector<std::string>{"a:header:x-api-key"});
+  EXPECT_EQ((*db_->Query("SELECT COUNT(*) FROM kit_bindings"))[0][0], "0");
+}
+
+TEST_F(SecretStoreTest, UnboundListsServicesWithoutASecretInEffect) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", "a")).ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "github", "g")).ok());
+  // BindKit registers box1 now: anthropic is a global it gets, mistral
+  // (set later) is not.
+  auto first = store_->BindKit(
+      "box1", {Bind("codeforge", "CODEFORGE_TOKEN", {{"api.codeforge.dev", "header:X-Token"}}),
+               Bind("anthropic", "CLAUDE_KEY"), Bind("github", "GIT_PAT")});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, std::vector<std::string>{"codeforge"});
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "mistral", "m")).ok());
+  auto second = store_->BindKit("box1", {Bind("mistral", "M_KEY"), Bind("anthropic", "C")});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, std::vector<std::string>{"mistral"});
+  EXPECT_EQ(store_->Sentinels("box1")->count("M_KEY"), 0u);
+  EXPECT_TRUE(Values(store_->Resolve("box1", "api.mistral.ai")).empty());
+  // A binding with neither env nor inject (a Kit's oauth-only credential)
+  // places nothing differently but is reported like any other.
+  auto bare = store_->BindKit("box1", {Bind("anthropic", ""), Bind("oauthsvc", "")});
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(*bare, std::vector<std::string>{"oauthsvc"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
+            std::vector<std::string>{"a:header:x-api-key"});
+  // A sandbox secret of the service binds it.
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "mistral", "own-m")).ok());
+  EXPECT_TRUE(store_->BindKit("box1", {Bind("mistral", "M_KEY")})->empty());
+  EXPECT_EQ(store_->Sentinels("box1")->at("M_KEY"), "proxy-managed");
+}
+
+TEST_F(SecretStoreTest, BindKitRegistersTheSandboxWithTodaysGlobals) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "groq", "g")).ok());
+  ASSERT_TRUE(store_->BindKit("box1", {Bind("groq", "LLM_KEY")}).ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "xai", "x")).ok());
+  // Resolve gives a registered sandbox its globals: groq, not the later xai.
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.groq.com")), std::vector<std::string>{"g:bearer"});
+  EXPECT_TRUE(Values(store_->Resolve("box1", "api.x.ai")).empty());
+  EXPECT_EQ(*store_->Sentinels("box1"),
+            (std::map<std::string, std::string>{{"GROQ_API_KEY", "proxy-managed"},
+                                                {"LLM_KEY", "proxy-managed"}}));
+}
+
+TEST_F(SecretStoreTest, ForgetDeletesTheKitBindings) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", "a")).ok());
+  ASSERT_TRUE(store_
+                  ->BindKit("box1", {Bind("anthropic", "CLAUDE_KEY",
+                                          {{"llm.example.com", "header:X-Api-Key"}})})
+                  .ok());
+  ASSERT_TRUE(store_->BindKit("box2", {Bind("anthropic", "CLAUDE_KEY")}).ok());
+  ASSERT_TRUE(store_->ForgetSandbox("box1").ok());
+  EXPECT_EQ((*db_->Query("SELECT sandbox FROM kit_bindings"))[0], std::vector<std::string>{"box2"});
+  // A new box1 starts afresh: built-in names and hosts only.
+  auto env = store_->Sentinels("box1");
+  EXPECT_EQ(*env, (std::map<std::string, std::string>{{"ANTHROPIC_API_KEY", "proxy-managed"}}));
+  EXPECT_TRUE(Values(store_->Resolve("box1", "llm.example.com")).empty());
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
+            std::vector<std::string>{"a:header:x-api-key"});
+  EXPECT_EQ(store_->Sentinels("box2")->at("CLAUDE_KEY"), "proxy-managed");
+}
+
+TEST_F(SecretStoreTest, KitBindingsSurviveReopening) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "anthropic", "a")).ok());
+  ASSERT_TRUE(store_
+                  ->BindKit("box1", {Bind("anthropic", "CLAUDE_KEY",
+                                          {{"llm.example.com", "header:X-Api-Key=Token %s"},
+                                           {"llm2.example.com", "basic:me"}})})
+                  .ok());
+  Reopen();
+  EXPECT_EQ(store_->Sentinels("box1")->at("CLAUDE_KEY"), "proxy-managed");
+  EXPECT_EQ(Values(store_->Resolve("box1", "llm.example.com")),
+            std::vector<std::string>{"a:header:X-Api-Key=Token %s"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "llm2.example.com")),
+            std::vector<std::string>{"a:basic:me"});
+  EXPECT_TRUE(Values(store_->Resolve("box1", "api.anthropic.com")).empty());
+}
+
+TEST_F(SecretStoreTest, AnInvalidBindKitNamesTheFieldAndChangesNothing) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", "a")).ok());
+  ASSERT_TRUE(
+      store_->BindKit("box1", {Bind("anthropic", "CLAUDE_KEY", {{"llm.example.com", "bearer"}})})
+          .ok());
+  const KitInject ok_inject{"api.codeforge.dev", "header:X-Token"};
+  std::vector<KitInject> too_many;
+  for (size_t i = 0; i <= kMaxHostsPerSecret; ++i) {
+    too_many.push_back({"h" + std::to_string(i) + ".example.com", "bearer"});
+  }
+  struct Case {
+    std::string sandbox;
+    std::vector<KitBinding> bindings;
+    std::string field;
+  };
+  std::vector<Case> cases = {
+      {"", {}, "sandbox"},
+      {"Bad_Name", {}, "sandbox"},
+      {"global", {}, "sandbox"},
+      {"box1", {Bind("", "X")}, "credentials[0]: service"},
+      {"box1", {Bind("anthropic", "X"), Bind("Code_Forge", "Y")}, "credentials[1]: service"},
+      {"box1", {Bind("-svc", "X")}, "credentials[0]: service"},
+      {"box1", {Bind(std::string(65, 'a'), "X")}, "credentials[0]: service"},
+      {"box1", {Bind("anthropic", "X"), Bind("anthropic", "Y")}, "credentials[1]: service"},
+      {"box1", {Bind("anthropic", "1KEY")}, "credentials[0]: env"},
+      {"box1", {Bind("anthropic", "MY-KEY")}, "credentials[0]: env"},
+      {"box1", {Bind("anthropic", "https_proxy")}, "credentials[0]: env"},
+      {"box1",
+       {Bind("codeforge", "", {ok_inject, {"*.codeforge.dev", "bearer"}})},
+       "credentials[0]: inject[1].domain"},
+      {"box1",
+       {Bind("codeforge", "", {{"api.codeforge.dev:443", "bearer"}})},
+       "credentials[0]: inject[0].domain"},
+      {"box1", {Bind("codeforge", "", {{"", "bearer"}})}, "credentials[0]: inject[0].domain"},
+      {"box1",
+       {Bind("codeforge", "", {ok_inject, {"API.codeforge.dev.", "bearer"}})},
+       "credentials[0]: inject[1].domain"},
+      {"box1",
+       {Bind("codeforge", "", {{"api.codeforge.dev", "carrier-pigeon"}})},
+       "credentials[0]: inject[0].format"},
+      {"box1",
+       {Bind("codeforge", "", {{"api.codeforge.dev", ""}})},
+       "credentials[0]: inject[0].format"},
+      {"box1",
+       {Bind("codeforge", "", {{"api.codeforge.dev", "header:X-Token=Token"}})},
+       "credentials[0]: inject[0].format"},
+      {"box1",
+       {Bind("codeforge", "", {{"api.codeforge.dev", "header:Content-Length"}})},
+       "credentials[0]: inject[0].format"},
+      {"box1",
+       {Bind("codeforge", "", {{"api.codeforge.dev", "header:X\nY"}})},
+       "credentials[0]: inject[0].format"},
+      {"box1", {Bind("codeforge", "", too_many)}, "credentials[0]: inject"},
+  };
+  for (const auto& c : cases) {
+    auto r = store_->BindKit(c.sandbox, c.bindings);
+    ASSERT_FALSE(r.ok()) << c.field;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_NE(r.status().message().find(c.field), std::string::npos) << r.status();
+  }
+  // Nothing changed: box1 keeps its binding, no other sandbox was
+  // registered or bound.
+  EXPECT_EQ(store_->Sentinels("box1")->at("CLAUDE_KEY"), "proxy-managed");
+  EXPECT_EQ(Values(store_->Resolve("box1", "llm.example.com")),
+            std::vector<std::string>{"a:bearer"});
+  EXPECT_EQ((*db_->Query("SELECT COUNT(*) FROM kit_bindings"))[0][0], "1");
+  EXPECT_EQ((*db_->Query("SELECT name FROM sandboxes"))[0], std::vector<std::string>{"box1"});
+  EXPECT_EQ(db_->Query("SELECT name FROM sandboxes")->size(), 1u);
 }
 
 TEST_F(SecretStoreTest, KeyFileIsCreatedAndAWrongOrMissingKeyIsRefused) {

@@ -158,4 +158,25 @@ grpc::Status SecretsService::Services(grpc::ServerContext*, const pb::ServicesRe
   return grpc::Status::OK;
 }
 
+grpc::Status SecretsService::BindKit(grpc::ServerContext*, const pb::BindKitRequest* req,
+                                     pb::BindKitResponse* resp) {
+  std::vector<KitBinding> bindings;
+  std::vector<std::string> services;
+  for (const pb::KitCredential& c : req->credentials()) {
+    KitBinding b;
+    b.service = c.service();
+    b.env = c.env();
+    for (const pb::KitInject& i : c.inject()) b.inject.push_back(KitInject{i.domain(), i.format()});
+    services.push_back(b.service);
+    bindings.push_back(std::move(b));
+  }
+  auto unbound = store_->BindKit(req->sandbox(), bindings);
+  if (!unbound.ok()) return ToGrpc(unbound.status());
+  AIRLOCK_LOG_INFO("kit credentials bound", {{"sandbox", req->sandbox()},
+                                             {"services", absl::StrJoin(services, ",")},
+                                             {"unbound", absl::StrJoin(*unbound, ",")}});
+  for (const auto& service : *unbound) resp->add_unbound(service);
+  return grpc::Status::OK;
+}
+
 }  // namespace airlock::secretsd

@@ -32,6 +32,10 @@ class SecretsService final : public airlock::secrets::v1::Secrets::Service {
                       airlock::secrets::v1::ForgetResponse*) override;
   grpc::Status Services(grpc::ServerContext*, const airlock::secrets::v1::ServicesRequest*,
                         airlock::secrets::v1::ServicesResponse*) override;
+  // BindKit replaces a sandbox's Kit credential bindings
+  // (SecretStore::BindKit) and reports the services left without a secret.
+  grpc::Status BindKit(grpc::ServerContext*, const airlock::secrets::v1::BindKitRequest*,
+                       airlock::secrets::v1::BindKitResponse*) override;
 
  private:
   SecretStore* store_;

@@ -244,6 +244,106 @@ TEST(SecretsServiceTest, ServicesListsTheBuiltInTable) {
   EXPECT_EQ(by_name["google"].env(0), "GEMINI_API_KEY");
 }
 
+grpc::Status BindKit(pb::Secrets::Stub& stub, const pb::BindKitRequest& req,
+                     pb::BindKitResponse* out) {
+  grpc::ClientContext ctx;
+  return stub.BindKit(&ctx, req, out);
+}
+
+TEST(SecretsServiceTest, BindKitPlacesAServiceWhereTheKitSays) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  pb::Secrets::Stub& stub = server.stub();
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetGlobal(stub, "anthropic", kValue, &info).ok());
+
+  pb::BindKitRequest req;
+  req.set_sandbox("box1");
+  pb::KitCredential* anthropic = req.add_credentials();
+  anthropic->set_service("anthropic");
+  anthropic->set_env("CLAUDE_KEY");
+  pb::KitInject* inject = anthropic->add_inject();
+  inject->set_domain("llm.example.com");
+  inject->set_format("header:X-Api-Key=Token %s");
+  pb::KitCredential* codeforge = req.add_credentials();
+  codeforge->set_service("codeforge");
+  codeforge->add_inject()->set_domain("api.codeforge.dev");
+  codeforge->mutable_inject(0)->set_format("bearer");
+  pb::BindKitResponse bound;
+  grpc::Status s = BindKit(stub, req, &bound);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(bound.unbound_size(), 1);
+  EXPECT_EQ(bound.unbound(0), "codeforge");
+
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env().at("CLAUDE_KEY"), "proxy-managed");
+  EXPECT_EQ(env.env().at("ANTHROPIC_API_KEY"), "proxy-managed");
+  pb::ResolveResponse resolved;
+  ASSERT_TRUE(Resolve(stub, "box1", "llm.example.com:443", &resolved).ok());
+  ASSERT_EQ(resolved.credentials_size(), 1);
+  EXPECT_EQ(resolved.credentials(0).value(), kValue);
+  EXPECT_EQ(resolved.credentials(0).format(), "header:X-Api-Key=Token %s");
+  pb::ResolveResponse builtin;
+  ASSERT_TRUE(Resolve(stub, "box1", "api.anthropic.com", &builtin).ok());
+  EXPECT_EQ(builtin.credentials_size(), 0);
+
+  // A second binding of one service is refused, naming the field, and
+  // changes nothing.
+  pb::BindKitRequest twice = req;
+  twice.mutable_credentials(1)->set_service("anthropic");
+  s = BindKit(stub, twice, &bound);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("credentials[1]: service"), std::string::npos)
+      << s.error_message();
+  pb::BindKitRequest bad_format = req;
+  bad_format.mutable_credentials(0)->mutable_inject(0)->set_format("header:Host");
+  s = BindKit(stub, bad_format, &bound);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("credentials[0]: inject[0].format"), std::string::npos)
+      << s.error_message();
+  resolved.Clear();
+  ASSERT_TRUE(Resolve(stub, "box1", "llm.example.com", &resolved).ok());
+  EXPECT_EQ(resolved.credentials_size(), 1);
+
+  // An empty list removes the bindings.
+  pb::BindKitRequest none;
+  none.set_sandbox("box1");
+  ASSERT_TRUE(BindKit(stub, none, &bound).ok());
+  EXPECT_EQ(bound.unbound_size(), 0);
+  env.Clear();
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env().count("CLAUDE_KEY"), 0u);
+  builtin.Clear();
+  ASSERT_TRUE(Resolve(stub, "box1", "api.anthropic.com", &builtin).ok());
+  EXPECT_EQ(builtin.credentials_size(), 1);
+}
+
+TEST(SecretsServiceTest, ForgetDeletesTheKitBindings) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  pb::Secrets::Stub& stub = server.stub();
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetGlobal(stub, "openai", kValue, &info).ok());
+  pb::BindKitRequest req;
+  req.set_sandbox("box1");
+  req.add_credentials()->set_service("openai");
+  req.mutable_credentials(0)->set_env("LLM_KEY");
+  pb::BindKitResponse bound;
+  ASSERT_TRUE(BindKit(stub, req, &bound).ok());
+  EXPECT_EQ(bound.unbound_size(), 0);
+
+  grpc::ClientContext fctx;
+  pb::ForgetRequest forget;
+  forget.set_sandbox("box1");
+  pb::ForgetResponse fresp;
+  ASSERT_TRUE(stub.Forget(&fctx, forget, &fresp).ok());
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env().count("LLM_KEY"), 0u);
+  EXPECT_EQ(env.env().at("OPENAI_API_KEY"), "proxy-managed");
+}
+
 // Makes a CA, a server cert for 127.0.0.1 and client certs for CN=proxyd
 // and CN=vmmd with openssl(1).
 void MakeCerts(const std::string& dir) {

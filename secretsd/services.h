@@ -10,12 +10,17 @@
 namespace airlock::secretsd {
 
 // Credential formats, as proxyd places them (proxyd/inject.h):
-//   "header:<name>"   header <name> carries the value
-//   "bearer"          `Authorization: Bearer <value>`
-//   "basic:<user>"    `Authorization: Basic base64(<user>:<value>)`
-//   "replace"         every occurrence of the sentinel becomes the value
+//   "header:<name>"             header <name> carries the value
+//   "header:<name>=<template>"  it carries <template>, its "%s" replaced by
+//                               the value (Kits' formats, "Token %s")
+//   "bearer"                    `Authorization: Bearer <value>`
+//   "basic:<user>"              `Authorization: Basic base64(<user>:<value>)`
+//   "replace"                   every occurrence of the sentinel becomes the
+//                               value
 // The header formats fill the header when the guest left it out or sent the
-// sentinel in it; a value of the guest's own is left alone.
+// sentinel in it; a value of the guest's own is left alone. The exact rules
+// are proxyd::ParseFormat's (proxyd/inject_format.h), which secretsd applies
+// to a Kit's formats.
 inline constexpr char kFormatBearer[] = "bearer";
 inline constexpr char kFormatReplace[] = "replace";
 

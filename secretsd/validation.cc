@@ -13,6 +13,7 @@ namespace airlock::secretsd {
 namespace {
 
 constexpr size_t kMaxEnvName = 128;
+constexpr size_t kMaxServiceHandle = 64;
 constexpr size_t kMinPlaceholder = 8;
 constexpr size_t kMaxPlaceholder = 128;
 
@@ -65,6 +66,18 @@ bool ValidDnsName(absl::string_view name) {
 
 std::string Lower(absl::string_view s) { return absl::AsciiStrToLower(s); }
 
+// Refuses the variables of kReservedEnv; `any_case` also refuses them
+// spelled in another case.
+absl::Status CheckNotReservedEnv(absl::string_view env, bool any_case) {
+  for (const char* reserved : kReservedEnv) {
+    if (any_case ? absl::EqualsIgnoreCase(env, reserved) : env == reserved) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "env ", QuoteForMessage(env), " is reserved: the guest needs that variable for itself"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string QuoteForMessage(absl::string_view text) {
@@ -106,13 +119,53 @@ absl::Status ValidateEnvName(absl::string_view env) {
                      " is not a valid variable name: use [A-Z_][A-Z0-9_]*, at most ", kMaxEnvName,
                      " characters"));
   }
-  for (const char* reserved : kReservedEnv) {
-    if (env == reserved) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "env ", QuoteForMessage(env), " is reserved: the guest needs that variable for itself"));
+  return CheckNotReservedEnv(env, /*any_case=*/false);
+}
+
+absl::Status ValidateKitEnvName(absl::string_view env) {
+  if (env.empty()) return absl::InvalidArgumentError("env is empty");
+  bool ok = env.size() <= kMaxEnvName && !absl::ascii_isdigit(env[0]);
+  for (char c : env) {
+    if (!(absl::ascii_isalnum(c) || c == '_')) ok = false;
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("env ", QuoteForMessage(env),
+                     " is not a valid variable name: use [A-Za-z_][A-Za-z0-9_]*, at most ",
+                     kMaxEnvName, " characters"));
+  }
+  return CheckNotReservedEnv(env, /*any_case=*/true);
+}
+
+absl::Status ValidateServiceHandle(absl::string_view service) {
+  if (service.empty()) return absl::InvalidArgumentError("service is empty");
+  bool ok = service.size() <= kMaxServiceHandle &&
+            (absl::ascii_islower(service[0]) || absl::ascii_isdigit(service[0]));
+  for (char c : service) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' || c == '.' || c == '_')) {
+      ok = false;
     }
   }
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("service ", QuoteForMessage(service), " is not a service handle: use up to ",
+                     kMaxServiceHandle,
+                     " lowercase letters, digits, '-', '.' and '_', starting with a letter or "
+                     "digit"));
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> NormalizeHostName(absl::string_view host) {
+  std::string h = Lower(host);
+  if (absl::EndsWith(h, ".")) h.pop_back();
+  if (!ValidDnsName(h)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("domain ", QuoteForMessage(host),
+                     " is not a DNS host name (labels of a-z, 0-9 and '-'; no wildcard, no "
+                     "port)"));
+  }
+  return h;
 }
 
 absl::StatusOr<std::string> NormalizeHostPattern(absl::string_view host) {

@@ -1,7 +1,8 @@
 // What secretsd accepts in a request — sandbox names, environment variable
-// names, host patterns, placeholders and values — and how a host pattern
-// matches a request's host. Every error names the field it is about and
-// never quotes a secret value or a placeholder.
+// names, Kit service handles, host names and patterns, placeholders and
+// values — and how a host pattern matches a request's host. Every error
+// names the field it is about and never quotes a secret value or a
+// placeholder.
 #ifndef AIRLOCK_SECRETSD_VALIDATION_H_
 #define AIRLOCK_SECRETSD_VALIDATION_H_
 
@@ -27,6 +28,21 @@ absl::Status ValidateSandboxName(absl::string_view name);
 // variables the guest platform itself needs (PATH, HOME, LD_PRELOAD, the
 // *_PROXY family, ...), which a placeholder would break.
 absl::Status ValidateEnvName(absl::string_view env);
+
+// ValidateKitEnvName accepts a Kit's variable name: [A-Za-z_][A-Za-z0-9_]*
+// up to 128 characters, except the variables ValidateEnvName reserves, in
+// any case (curl honours http_proxy as well as HTTP_PROXY).
+absl::Status ValidateKitEnvName(absl::string_view env);
+
+// ValidateServiceHandle accepts a Kit's service handle: 1 to 64 characters
+// of lowercase letters, digits, '-', '.' and '_', starting with a letter or
+// digit.
+absl::Status ValidateServiceHandle(absl::string_view service);
+
+// NormalizeHostName is NormalizeHostPattern without wildcards: one DNS
+// name, lowercased, one trailing '.' dropped. Its error names the field
+// "domain".
+absl::StatusOr<std::string> NormalizeHostName(absl::string_view host);
 
 // NormalizeHostPattern lowercases `host`, drops one trailing '.', and
 // accepts a DNS name (labels of [a-z0-9-], not starting or ending with

@@ -33,6 +33,41 @@ TEST(ValidationTest, EnvNames) {
   }
 }
 
+TEST(ValidationTest, KitEnvNames) {
+  for (const char* ok : {"MY_TOKEN", "_x", "codeforge_token", "CodeForge1"}) {
+    EXPECT_TRUE(ValidateKitEnvName(ok).ok()) << ok;
+  }
+  for (const std::string& bad : std::vector<std::string>{
+           "", "1a", "a-b", "a b", "PATH", "http_proxy", "Ld_Preload", std::string(129, 'a')}) {
+    absl::Status s = ValidateKitEnvName(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("env"), std::string::npos) << s;
+  }
+}
+
+TEST(ValidationTest, ServiceHandles) {
+  for (const std::string& ok : std::vector<std::string>{"anthropic", "codeforge", "my-svc.v2_x",
+                                                        "1pass", std::string(64, 'a')}) {
+    EXPECT_TRUE(ValidateServiceHandle(ok).ok()) << ok;
+  }
+  for (const std::string& bad : std::vector<std::string>{"", "-svc", ".svc", "_svc", "Svc", "a b",
+                                                         "a/b", std::string(65, 'a')}) {
+    absl::Status s = ValidateServiceHandle(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("service"), std::string::npos) << s;
+  }
+}
+
+TEST(ValidationTest, HostNames) {
+  EXPECT_EQ(*NormalizeHostName("API.CodeForge.dev."), "api.codeforge.dev");
+  EXPECT_EQ(*NormalizeHostName("localhost"), "localhost");
+  for (const char* bad : {"", "*.example.com", "a.com:443", "https://a.com", "a..com", "a_b.com"}) {
+    auto h = NormalizeHostName(bad);
+    EXPECT_FALSE(h.ok()) << bad;
+    EXPECT_NE(h.status().message().find("domain"), std::string::npos) << h.status();
+  }
+}
+
 TEST(ValidationTest, HostPatterns) {
   EXPECT_EQ(*NormalizeHostPattern("API.Example.COM."), "api.example.com");
   EXPECT_EQ(*NormalizeHostPattern("*.example.com"), "*.example.com");

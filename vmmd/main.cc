@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
       {"gitd-socket", "gitd's Unix socket (default: <runtime-dir>/gitd.sock)", ""},
       {"proxyd-socket", "proxyd's Unix socket (default: <runtime-dir>/proxyd.sock)", ""},
       {"secretsd-socket", "secretsd's Unix socket (default: <runtime-dir>/secretsd.sock)", ""},
+      {"policyd-socket", "policyd's Unix socket (default: <runtime-dir>/policyd.sock)", ""},
   };
   return airlock::DaemonMain("vmmd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
     const airlock::DaemonConfig& c = rt.config();
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
                                                          : c.options.at("gitd-socket");
     mo.proxyd_socket = c.options.at("proxyd-socket").empty() ? c.runtime_dir + "/proxyd.sock"
                                                              : c.options.at("proxyd-socket");
+    mo.policyd_socket = c.options.at("policyd-socket").empty() ? c.runtime_dir + "/policyd.sock"
+                                                               : c.options.at("policyd-socket");
     mo.secretsd_socket = c.options.at("secretsd-socket").empty()
                              ? c.runtime_dir + "/secretsd.sock"
                              : c.options.at("secretsd-socket");

@@ -23,6 +23,7 @@
 #include "protos/git/v1/git.grpc.pb.h"
 #include "protos/proxy/v1/proxy.grpc.pb.h"
 #include "protos/secrets/v1/secrets.grpc.pb.h"
+#include "vmmd/guest_run.h"
 #include "vmmd/images.h"
 
 namespace airlock::vmmd {
@@ -230,6 +231,37 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     spec.set_name(absl::StrCat(spec.agent(), "-", absl::Hex(rd() & 0xffffff, absl::kZeroPad6)));
   }
   if (absl::Status s = ValidateName(spec.name()); !s.ok()) return s;
+  // Kits first: their resources and ports shape the rest. policyd records
+  // the grant now; every refusal below drops it again.
+  struct KitGrant {
+    SandboxManager* manager;
+    std::string name;
+    bool held = false;
+    ~KitGrant() {
+      if (held) (void)manager->ForgetKits(name);
+    }
+  } kit_grant{this, spec.name()};
+  airlock::policy::v1::ResolveResponse kits;
+  std::vector<std::string> kit_skipped;
+  if (!spec.kits().empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (records_.count(spec.name())) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
+            "remove it with `airlock rm ", spec.name(), "`"));
+      }
+    }
+    // A grant left by a sandbox of this name that is gone is not this
+    // sandbox's consent.
+    if (absl::Status s = ForgetKits(spec.name()); !s.ok()) return s;
+    auto resolved = ResolveKits(spec);
+    if (!resolved.ok()) return resolved.status();
+    kit_grant.held = true;
+    kits = std::move(*resolved);
+    kit_skipped.assign(kits.skipped().begin(), kits.skipped().end());
+    if (absl::Status s = ApplyKitPlanToSpec(kits.plan(), &spec, &kit_skipped); !s.ok()) return s;
+  }
   auto res = ResolveResources(spec.cpus(), spec.memory_mib(), spec.size(), host_);
   if (!res.ok()) return res.status();
   if (spec.clone() && spec.mounts_size() != 1) {
@@ -261,9 +293,6 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     auto reserved = ReserveHostPort(port);
     if (!reserved.ok()) return reserved.status();
     port = *reserved;
-  }
-  if (!spec.kits().empty()) {
-    return absl::UnimplementedError("kits are not built yet in this release");
   }
   auto images = LocateGuestImages(options_.image_dir);
   if (!images.ok()) return images.status();
@@ -317,6 +346,13 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     }
   }
 
+  // The kits' credentials: every required one must have a secret (checked
+  // for both phases); the install phase's stand until the first boot.
+  if (!spec.kits().empty()) {
+    for (const char* phase : {"runtime", "install"}) {
+      if (absl::Status s = BindKitCredentials(spec.name(), kits.plan(), phase); !s.ok()) return s;
+    }
+  }
   // secretsd records the sandbox as created now: global secrets set later
   // do not apply to it.
   if (auto registered = SecretSentinels(spec.name()); !registered.ok()) {
@@ -331,14 +367,21 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   sb.set_cpus(res->cpus);
   sb.set_memory_mib(res->memory_mib);
   sb.set_console_log(SandboxDir(spec.name()) + "/console.log");
+  if (!spec.kits().empty()) {
+    *sb.mutable_kit_plan() = kits.plan();
+    for (const auto& k : kit_skipped) sb.add_kit_skipped(k);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (records_.count(spec.name())) {
+      // A create of the same name won the race; the grant is now its own.
+      kit_grant.held = false;
       return absl::AlreadyExistsError(absl::StrCat(
           "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
           "remove it with `airlock rm ", spec.name(), "`"));
     }
     if (absl::Status s = store_->Insert(sb); !s.ok()) return s;
+    kit_grant.held = false;
     Record& r = records_[spec.name()];
     r.sb = sb;
     r.busy = true;
@@ -526,6 +569,11 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       (void)Update(name, "attaching egress", [](vmm::Sandbox&) {});
       if (absl::Status es = AttachEgress(name, config); !es.ok()) {
         return absl::UnavailableError(FailureReason(name, std::string(es.message())));
+      }
+      if (mount_shares) {
+        if (absl::Status ks = ApplyKitsAtBoot(name, *channel); !ks.ok()) {
+          return absl::Status(ks.code(), FailureReason(name, std::string(ks.message())));
+        }
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -738,8 +786,13 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
     }
     // secretsd must forget the sandbox before anything is removed, or a
     // new sandbox of the same name would inherit its secrets.
+    bool kits = !it->second.sb.spec().kits().empty();
     lock.unlock();
     if (absl::Status fs = ForgetSecrets(name); !fs.ok()) return fs;
+    // Likewise policyd its kit grant, rules and held updates.
+    if (kits) {
+      if (absl::Status fk = ForgetKits(name); !fk.ok()) return fk;
+    }
     lock.lock();
     it = records_.find(name);
     if (it == records_.end()) {
@@ -885,39 +938,6 @@ absl::StatusOr<vmm::CloneInfo> SandboxManager::PrepareClone(const vmm::SandboxSp
   return info;
 }
 
-namespace {
-
-// GuestRun runs argv in the guest as the agent user and returns its exit
-// code with stdout and stderr together.
-absl::StatusOr<std::pair<int, std::string>> GuestRun(std::shared_ptr<grpc::Channel> channel,
-                                                      const std::vector<std::string>& argv,
-                                                      bool detach) {
-  auto stub = airlock::agent::v1::Agent::NewStub(channel);
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(300));
-  auto stream = stub->Exec(&ctx);
-  vmm::ExecRequest req;
-  for (const auto& a : argv) req.mutable_start()->add_argv(a);
-  req.mutable_start()->set_detach(detach);
-  req.mutable_start()->set_workdir("/");
-  stream->Write(req);
-  std::string out;
-  int code = -1;
-  vmm::ExecResponse resp;
-  while (stream->Read(&resp)) {
-    out += resp.stdout();
-    out += resp.stderr();
-    if (resp.has_exit()) {
-      code = resp.exit().code();
-      stream->WritesDone();
-    }
-  }
-  grpc::Status s = stream->Finish();
-  if (code < 0) return FromGrpc(s);
-  return std::make_pair(code, out);
-}
-
-}  // namespace
 
 absl::Status SandboxManager::SetUpClone(const vmm::Sandbox& sb,
                                         std::shared_ptr<grpc::Channel> agent) {
@@ -928,25 +948,24 @@ absl::Status SandboxManager::SetUpClone(const vmm::Sandbox& sb,
     argv.push_back(name);
     argv.push_back(url);
   }
-  auto setup = GuestRun(agent, argv, false);
+  auto setup = GuestRun(agent, {argv});
   if (!setup.ok()) return setup.status();
   if (setup->first != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("cloning the source in the guest failed: ", setup->second));
   }
-  auto daemon = GuestRun(agent,
-                         {"git", "daemon", "--reuseaddr", "--listen=127.0.0.1",
-                          absl::StrCat("--port=", kGitDaemonPort), "--export-all",
-                          "--base-path=/home/agent", "/home/agent/workspace"},
-                         true);
+  GuestCommand git_daemon;
+  git_daemon.argv = {"git", "daemon", "--reuseaddr", "--listen=127.0.0.1",
+                     absl::StrCat("--port=", kGitDaemonPort), "--export-all",
+                     "--base-path=/home/agent", "/home/agent/workspace"};
+  git_daemon.detach = true;
+  auto daemon = GuestRun(agent, git_daemon);
   if (!daemon.ok()) return daemon.status();
   // RUNNING promises a working remote: wait until the daemon listens.
-  auto listening = GuestRun(agent,
-                            {"bash", "-c",
-                             absl::StrCat("for i in $(seq 100); do (: <>/dev/tcp/127.0.0.1/",
-                                          kGitDaemonPort, ") 2>/dev/null && exit 0; sleep 0.1; "
-                                          "done; exit 1")},
-                            false);
+  auto listening = GuestRun(
+      agent, {{"bash", "-c",
+               absl::StrCat("for i in $(seq 100); do (: <>/dev/tcp/127.0.0.1/", kGitDaemonPort,
+                            ") 2>/dev/null && exit 0; sleep 0.1; done; exit 1")}});
   if (!listening.ok()) return listening.status();
   if (listening->first != 0) {
     return absl::FailedPreconditionError("the git daemon in the guest did not start listening");

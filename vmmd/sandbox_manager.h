@@ -42,6 +42,8 @@ struct ManagerOptions {
   std::string proxyd_socket;
   // secretsd's Unix socket: sentinels for the guest's environment.
   std::string secretsd_socket;
+  // policyd's Unix socket: kits are resolved and gated there.
+  std::string policyd_socket;
 };
 
 class SandboxManager {
@@ -99,6 +101,11 @@ class SandboxManager {
   absl::Status UnpublishPort(const std::string& name, const airlock::vmm::v1::PortMapping& m);
   // ListPorts returns the sandbox's published mappings.
   absl::StatusOr<std::vector<airlock::vmm::v1::PortMapping>> ListPorts(const std::string& name);
+
+  // UpdateKits moves a sandbox to other kits or args through policyd's
+  // gate; a widening comes back held (hold_id set) and changes nothing.
+  absl::StatusOr<airlock::vmm::v1::UpdateKitsResponse> UpdateKits(
+      const airlock::vmm::v1::UpdateKitsRequest& req);
 
   // Accelerator resolves (probing once per host boot and kernel) which
   // accelerator VMs use.
@@ -162,6 +169,29 @@ class SandboxManager {
   void OpenPorts(const std::string& name);
   void ClosePorts(const std::string& name);
   void StartWorker(std::function<void()> fn);
+
+  // Kits (sandbox_kits.cc). ResolveKits asks policyd to resolve and gate
+  // the spec's kits; ForgetKits drops a sandbox's grant there.
+  absl::StatusOr<airlock::policy::v1::ResolveResponse> ResolveKits(
+      const airlock::vmm::v1::SandboxSpec& spec);
+  absl::Status ForgetKits(const std::string& name);
+  // ApplyKitPlanToSpec applies resources@1 (when no size was asked) and
+  // publishes port@1 on free loopback ports.
+  static absl::Status ApplyKitPlanToSpec(const airlock::policy::v1::KitPlan& plan,
+                                         airlock::vmm::v1::SandboxSpec* spec,
+                                         std::vector<std::string>* skipped);
+  // BindKitCredentials binds `phase`'s credentials in secretsd; a required
+  // one without a secret is FAILED_PRECONDITION saying how to set it.
+  absl::Status BindKitCredentials(const std::string& name,
+                                  const airlock::policy::v1::KitPlan& plan,
+                                  const std::string& phase);
+  // SetKitPhase puts `phase`'s network rules and credentials in force.
+  absl::Status SetKitPhase(const std::string& name, const airlock::policy::v1::KitPlan& plan,
+                           const std::string& phase);
+  // ApplyKitsAtBoot mounts volumes, writes files, runs the install hooks
+  // (first boot only) in the install phase, closes it, and runs the
+  // startup hooks.
+  absl::Status ApplyKitsAtBoot(const std::string& name, std::shared_ptr<grpc::Channel> agent);
 
   ManagerOptions options_;
   SandboxStore* store_;

@@ -125,13 +125,17 @@ grpc::Status VmmService::Exec(
     const std::string& p = spec->spec().mounts(0).host_path();
     if (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) start->set_workdir(p);
   }
-  // Secrets first, as sentinels only (never a value): the sandbox's spec
-  // env and the request's own entries come after and win.
+  // Secrets first, as sentinels only (never a value): the kits' exported
+  // args, the sandbox's spec env and the request's own entries come after
+  // and win.
   auto sentinels = manager_->SecretSentinels(start->sandbox());
   if (!sentinels.ok()) return ToGrpc(sentinels.status());
   google::protobuf::RepeatedPtrField<std::string> env;
   for (const auto& [k, v] : *sentinels) *env.Add() = k + "=" + v;
+  for (const auto& [k, v] : spec->kit_plan().env()) *env.Add() = k + "=" + v;
   for (const auto& [k, v] : spec->spec().env()) *env.Add() = k + "=" + v;
+  // A granted privileged@1 makes root the default user.
+  if (start->user().empty() && spec->kit_plan().privileged()) start->set_user("root");
   env.MergeFrom(start->env());
   start->mutable_env()->Swap(&env);
 
@@ -243,6 +247,14 @@ grpc::Status VmmService::ListPorts(grpc::ServerContext*, const vmm::ListPortsReq
   auto ports = manager_->ListPorts(req->sandbox());
   if (!ports.ok()) return ToGrpc(ports.status());
   for (const auto& p : *ports) *resp->add_ports() = p;
+  return grpc::Status::OK;
+}
+
+grpc::Status VmmService::UpdateKits(grpc::ServerContext*, const vmm::UpdateKitsRequest* req,
+                                    vmm::UpdateKitsResponse* resp) {
+  auto r = manager_->UpdateKits(*req);
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp = std::move(*r);
   return grpc::Status::OK;
 }
 

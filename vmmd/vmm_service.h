@@ -50,6 +50,8 @@ class VmmService final : public airlock::vmm::v1::Vmm::Service {
                              airlock::vmm::v1::Empty*) override;
   grpc::Status ListPorts(grpc::ServerContext*, const airlock::vmm::v1::ListPortsRequest*,
                          airlock::vmm::v1::ListPortsResponse*) override;
+  grpc::Status UpdateKits(grpc::ServerContext*, const airlock::vmm::v1::UpdateKitsRequest*,
+                          airlock::vmm::v1::UpdateKitsResponse*) override;
   grpc::Status ListTemplates(grpc::ServerContext*,
                              const airlock::vmm::v1::ListTemplatesRequest*,
                              airlock::vmm::v1::ListTemplatesResponse*) override;

@@ -1,0 +1,317 @@
+// SandboxManager's kit support: resolving a sandbox's kits through
+// policyd's gate at create and on update, binding their credentials in
+// secretsd per phase, and applying the rest of the plan (volumes, files,
+// install and startup hooks, the switch from install to runtime rules) at
+// boot, before the sandbox is RUNNING.
+#include <cmath>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/client.h"
+#include "common/status.h"
+#include "protos/policy/v1/policy.grpc.pb.h"
+#include "protos/secrets/v1/secrets.grpc.pb.h"
+#include "vmmd/guest_run.h"
+#include "vmmd/port_forwarder.h"
+#include "vmmd/sandbox_manager.h"
+
+namespace airlock::vmmd {
+
+namespace vmm = airlock::vmm::v1;
+namespace pb = airlock::policy::v1;
+using std::chrono::seconds;
+
+namespace {
+
+// Volumes are made (and tmpfs mounted) by one script: $1 path, $2 tmpfs
+// ("1"/"0"), $3 size ("" or e.g. "16m"), $4 mode ("" or octal). The mount
+// root belongs to the agent user.
+constexpr char kVolumeScript[] = R"(set -e
+path=$1 tmpfs=$2 size=$3 mode=$4
+mkdir -p "$path"
+if [ "$tmpfs" = 1 ] && ! mountpoint -q "$path"; then
+  opts=nosuid,nodev
+  [ -n "$size" ] && opts="$opts,size=$size"
+  mount -t tmpfs -o "$opts" tmpfs "$path"
+fi
+chown agent:agent "$path" 2>/dev/null || true
+[ -n "$mode" ] && chmod "$mode" "$path"
+exit 0)";
+
+// Files: $1 path, $2 mode, $3 overwrite ("1"/"0"); content on stdin is
+// not available to GuestRun, so it comes as $4.
+constexpr char kFileScript[] = R"(set -e
+path=$1 mode=$2 overwrite=$3
+if [ "$overwrite" = 0 ] && [ -e "$path" ]; then exit 0; fi
+dir=$(dirname "$path")
+if [ ! -d "$dir" ]; then mkdir -p "$dir"; chown agent:agent "$dir" 2>/dev/null || true; fi
+tmp="$path.airlock-tmp"
+printf '%s' "$4" > "$tmp"
+chown agent:agent "$tmp" 2>/dev/null || true
+chmod "${mode:-0644}" "$tmp"
+mv -f "$tmp" "$path")";
+
+std::string Describe(const pb::KitHook& h) {
+  std::string cmd = absl::StrJoin(h.command(), " ");
+  if (cmd.size() > 60) cmd = cmd.substr(0, 57) + "...";
+  return cmd;
+}
+
+std::string Tail(const std::string& out) {
+  return out.size() > 400 ? "..." + out.substr(out.size() - 400) : out;
+}
+
+}  // namespace
+
+absl::StatusOr<pb::ResolveResponse> SandboxManager::ResolveKits(const vmm::SandboxSpec& spec) {
+  auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(60));
+  pb::ResolveRequest req;
+  req.set_sandbox(spec.name());
+  for (const auto& k : spec.kits()) req.add_kits()->set_ref(k);
+  *req.mutable_args() = spec.kit_args();
+  *req.mutable_env() = spec.env();
+  req.set_allow_privileged(spec.allow_privileged());
+  pb::ResolveResponse resp;
+  grpc::Status s = policy->Resolve(&ctx, req, &resp);
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::UnavailableError(absl::StrCat("policyd at ", options_.policyd_socket,
+                                               " did not resolve the kits (", s.error_message(),
+                                               "); start it with `airlock daemon start`"));
+  }
+  if (!s.ok()) return FromGrpc(s);
+  return resp;
+}
+
+absl::Status SandboxManager::ForgetKits(const std::string& name) {
+  auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(10));
+  pb::ForgetKitsRequest req;
+  req.set_sandbox(name);
+  pb::ForgetKitsResponse resp;
+  grpc::Status s = policy->ForgetKits(&ctx, req, &resp);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "policyd at ", options_.policyd_socket, " did not drop the sandbox's kit grant (",
+        s.error_message(), "); start it with `airlock daemon start` and retry"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SandboxManager::SetKitPhase(const std::string& name, const pb::KitPlan& plan,
+                                         const std::string& phase) {
+  auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(10));
+  pb::SetKitPhaseRequest req;
+  req.set_sandbox(name);
+  req.set_phase(phase);
+  pb::SetKitPhaseResponse resp;
+  grpc::Status s = policy->SetKitPhase(&ctx, req, &resp);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("policyd did not put the kits' ", phase,
+                                               " network rules in force: ", s.error_message()));
+  }
+  return BindKitCredentials(name, plan, phase);
+}
+
+absl::Status SandboxManager::BindKitCredentials(const std::string& name, const pb::KitPlan& plan,
+                                                const std::string& phase) {
+  auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(10));
+  airlock::secrets::v1::BindKitRequest req;
+  req.set_sandbox(name);
+  std::set<std::string> required;
+  for (const pb::KitCredential& c : plan.credentials()) {
+    if (std::find(c.phases().begin(), c.phases().end(), phase) == c.phases().end()) continue;
+    airlock::secrets::v1::KitCredential* kc = req.add_credentials();
+    kc->set_service(c.service());
+    kc->set_env(c.env());
+    for (const pb::KitInject& in : c.inject()) {
+      airlock::secrets::v1::KitInject* ki = kc->add_inject();
+      ki->set_domain(in.domain());
+      ki->set_format(in.format());
+    }
+    if (!c.optional()) required.insert(c.service());
+  }
+  airlock::secrets::v1::BindKitResponse resp;
+  grpc::Status s = secrets->BindKit(&ctx, req, &resp);
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::UnavailableError(absl::StrCat("secretsd at ", options_.secretsd_socket,
+                                               " did not bind the kits' credentials (",
+                                               s.error_message(),
+                                               "); start it with `airlock daemon start`"));
+  }
+  if (!s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("secretsd refused the kits' credentials: ", s.error_message()));
+  }
+  std::vector<std::string> missing;
+  for (const auto& service : resp.unbound()) {
+    if (required.count(service)) missing.push_back(service);
+  }
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the kits require a ", absl::StrJoin(missing, ", "), " credential and none is set; "
+        "store one with `airlock secret set -g ", missing[0], "` (or for this sandbox only, "
+        "`airlock secret set ", name, " ", missing[0], "`)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SandboxManager::ApplyKitPlanToSpec(const pb::KitPlan& plan, vmm::SandboxSpec* spec,
+                                                std::vector<std::string>* skipped) {
+  // resources@1 applies when the user asked for no size of their own.
+  if (spec->cpus() == 0 && spec->memory_mib() == 0 && spec->size().empty()) {
+    if (plan.cpus() > 0) spec->set_cpus(static_cast<uint32_t>(std::ceil(plan.cpus())));
+    if (plan.memory_mib() > 0) spec->set_memory_mib(std::max<uint64_t>(plan.memory_mib(), 512));
+  }
+  for (const pb::KitPort& p : plan.ports()) {
+    if (p.transport() != "tcp") {
+      std::string why = absl::StrCat("port ", p.container(), "/", p.transport(),
+                                     ": only tcp ports can be published");
+      if (!p.optional()) return absl::FailedPreconditionError(why);
+      skipped->push_back(why);
+      continue;
+    }
+    bool taken = false;
+    for (const auto& m : spec->ports()) taken |= m.sandbox_port() == p.container();
+    if (taken) continue;
+    vmm::PortMapping m;
+    m.set_sandbox_port(p.container());
+    if (absl::Status s = ValidatePortMapping(&m); !s.ok()) return s;
+    auto reserved = ReserveHostPort(m);
+    if (!reserved.ok()) return reserved.status();
+    *spec->add_ports() = *reserved;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SandboxManager::ApplyKitsAtBoot(const std::string& name,
+                                             std::shared_ptr<grpc::Channel> agent) {
+  vmm::Sandbox sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+  }
+  if (!sb.has_kit_plan()) return absl::OkStatus();
+  const pb::KitPlan& plan = sb.kit_plan();
+  (void)Update(name, "applying kits", [](vmm::Sandbox&) {});
+  auto run = [&](GuestCommand cmd, const std::string& what) -> absl::Status {
+    auto r = GuestRun(agent, cmd);
+    if (!r.ok()) return absl::UnavailableError(absl::StrCat(what, ": ", r.status().message()));
+    if (r->first != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " exited with ", r->first, ": ", Tail(r->second)));
+    }
+    return absl::OkStatus();
+  };
+  for (const pb::KitVolume& v : plan.volumes()) {
+    GuestCommand cmd{{"sh", "-c", kVolumeScript, "kit-volume", v.path(), v.tmpfs() ? "1" : "0",
+                      v.tmpfs() ? v.size() : "", v.mode()},
+                     "root"};
+    if (absl::Status s = run(cmd, "kit volume " + v.path()); !s.ok()) return s;
+  }
+  for (const pb::KitFile& f : plan.files()) {
+    GuestCommand cmd{{"sh", "-c", kFileScript, "kit-file", f.path(), f.mode(),
+                      f.overwrite() ? "1" : "0", f.content()},
+                     "root"};
+    if (absl::Status s = run(cmd, "kit file " + f.path()); !s.ok()) return s;
+  }
+  // The environment a hook may see: the baseline the agent always sets,
+  // plus the names it declares, from the sandbox's own environment.
+  std::map<std::string, std::string> env(plan.env().begin(), plan.env().end());
+  if (auto sentinels = SecretSentinels(name); sentinels.ok()) {
+    env.insert(sentinels->begin(), sentinels->end());
+  }
+  for (const auto& [k, v] : sb.spec().env()) env[k] = v;
+  auto hook = [&](const pb::KitHook& h, const std::string& default_user) {
+    GuestCommand cmd;
+    cmd.argv.assign(h.command().begin(), h.command().end());
+    cmd.user = h.user().empty() ? default_user : h.user();
+    for (const auto& n : h.env()) {
+      if (auto it = env.find(n); it != env.end()) cmd.env.push_back(n + "=" + it->second);
+    }
+    cmd.detach = h.background();
+    return cmd;
+  };
+  if (!sb.kit_installed()) {
+    if (absl::Status s = SetKitPhase(name, plan, "install"); !s.ok()) return s;
+    for (int i = 0; i < plan.install_size(); ++i) {
+      const pb::KitHook& h = plan.install(i);
+      (void)Update(name, absl::StrCat("kit install hook ", i + 1, "/", plan.install_size()),
+                   [](vmm::Sandbox&) {});
+      if (absl::Status s = run(hook(h, "root"), absl::StrCat("kit install hook ", i + 1, " (",
+                                                             Describe(h), ")"));
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (absl::Status s = Update(name, "", [](vmm::Sandbox& sb) { sb.set_kit_installed(true); });
+        !s.ok()) {
+      return s;
+    }
+  }
+  // Install rules and install credentials end before anything else runs.
+  if (absl::Status s = SetKitPhase(name, plan, "runtime"); !s.ok()) return s;
+  for (int i = 0; i < plan.startup_size(); ++i) {
+    const pb::KitHook& h = plan.startup(i);
+    if (absl::Status s = run(hook(h, "agent"), absl::StrCat("kit startup hook ", i + 1, " (",
+                                                            Describe(h), ")"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
+    const vmm::UpdateKitsRequest& req) {
+  auto current = Get(req.name());
+  if (!current.ok()) return current.status();
+  if (current->spec().kits().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sandbox ", req.name(), " was created without kits; kits are chosen at create"));
+  }
+  if (req.kits().empty()) {
+    return absl::InvalidArgumentError("give the kits the sandbox should run (--kit REF)");
+  }
+  vmm::SandboxSpec spec = current->spec();
+  spec.mutable_kits()->CopyFrom(req.kits());
+  *spec.mutable_kit_args() = req.kit_args();
+  auto resolved = ResolveKits(spec);
+  if (!resolved.ok()) return resolved.status();
+  vmm::UpdateKitsResponse out;
+  *out.mutable_narrowings() = resolved->narrowings();
+  if (!resolved->hold_id().empty()) {
+    *out.mutable_sandbox() = *current;
+    *out.mutable_widenings() = resolved->widenings();
+    out.set_hold_id(resolved->hold_id());
+    return out;
+  }
+  absl::Status s = Update(req.name(), "", [&](vmm::Sandbox& sb) {
+    sb.mutable_spec()->mutable_kits()->CopyFrom(req.kits());
+    *sb.mutable_spec()->mutable_kit_args() = req.kit_args();
+    *sb.mutable_kit_plan() = resolved->plan();
+    *sb.mutable_kit_skipped() = resolved->skipped();
+  });
+  if (!s.ok()) return s;
+  // Credentials follow at once; the phase is runtime once installed.
+  if (current->kit_installed()) {
+    if (absl::Status b = BindKitCredentials(req.name(), resolved->plan(), "runtime"); !b.ok()) {
+      return b;
+    }
+  }
+  auto updated = Get(req.name());
+  if (!updated.ok()) return updated.status();
+  *out.mutable_sandbox() = *updated;
+  return out;
+}
+
+}  // namespace airlock::vmmd
