@@ -1,6 +1,8 @@
 #include "cli/kit_command.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -27,11 +29,16 @@
 #include "policyd/kit/relations.h"
 #include "policyd/kit/resolve.h"
 #include "policyd/kit/surface.h"
+#include "cli/daemons.h"
+#include "common/client.h"
+#include "protos/policy/v1/policy.grpc.pb.h"
+#include "protos/vmm/v1/vmm.grpc.pb.h"
 
 namespace airlock::cli {
 
 namespace kit = airlock::policyd::kit;
 using Json = nlohmann::ordered_json;
+namespace vmm = airlock::vmm::v1;
 
 namespace {
 
@@ -561,9 +568,173 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
     if (df->exit_code && d.widens()) *exit_code = 1;
   });
 
-  // upgrade, approve: they change a sandbox's kits through policyd (Resolve,
-  // Diff and the approval gate) and are registered here, below the local
-  // verbs, with their own daemon connection.
+  // ---- upgrade, holds, approve: a sandbox's kits, through the gate ----
+  struct UpgradeFlags {
+    std::string name;
+    std::vector<std::string> kits;
+    std::vector<std::string> kit_args;
+    bool json = false;
+  };
+  auto up = std::make_shared<UpgradeFlags>();
+  CLI::App* upgrade = kitcmd->add_subcommand(
+      "upgrade", "Move a sandbox to new kit versions or args, held for approval if they widen");
+  upgrade->add_option("name", up->name, "Sandbox name")->required();
+  upgrade->add_option("--kit", up->kits,
+                      "Every kit the sandbox should run (as at create): an OCI image layout "
+                      "directory or a descriptor file")
+      ->required()
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  upgrade->add_option("--kit-arg", up->kit_args, "Kit arg NAME=VALUE (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  upgrade->add_flag("--json", up->json, "Print JSON");
+  upgrade->footer(
+      "An update within what the sandbox was granted applies at once: network rules and\n"
+      "credentials now; volumes, files and startup hooks at its next start. One that widens\n"
+      "anything (a new allow, a removed deny, a new credential, port, volume, privileged, a\n"
+      "changed config) changes nothing, lists the widenings and exits 3; approve it with\n"
+      "`airlock kit approve HOLD_ID`.\n"
+      "Example: airlock kit upgrade my-agent --kit ./agent --kit ./gh-2.61");
+  upgrade->callback([=] {
+    std::map<std::string, std::string> args;
+    if (!ParsePairs("--kit-arg", up->kit_args, &args)) return void(*exit_code = 2);
+    vmm::UpdateKitsRequest req;
+    req.set_name(up->name);
+    for (const auto& k : up->kits) {
+      auto ref = KitRefPath(k);
+      if (!ref.ok()) return Fail(ref.status(), exit_code);
+      req.add_kits(*ref);
+    }
+    for (const auto& [k, v] : args) (*req.mutable_kit_args())[k] = v;
+    auto channel = ChannelTo("vmmd", exit_code);
+    if (!channel) return;
+    auto stub = vmm::Vmm::NewStub(channel);
+    grpc::ClientContext ctx;
+    vmm::UpdateKitsResponse resp;
+    grpc::Status s = stub->UpdateKits(&ctx, req, &resp);
+    if (!s.ok()) return Fail(absl::Status(absl::StatusCode::kUnknown, s.error_message()), exit_code);
+    if (up->json) {
+      std::cout << Json{{"sandbox", up->name},
+                        {"held", !resp.hold_id().empty()},
+                        {"hold_id", resp.hold_id()},
+                        {"widenings", std::vector<std::string>(resp.widenings().begin(),
+                                                               resp.widenings().end())},
+                        {"narrowings", std::vector<std::string>(resp.narrowings().begin(),
+                                                                resp.narrowings().end())}}
+                       .dump(2)
+                << "\n";
+    } else if (!resp.hold_id().empty()) {
+      std::cout << "held: the update widens what " << up->name << " was granted:\n";
+      for (const auto& w : resp.widenings()) std::cout << "+ " << w << "\n";
+      std::cout << "nothing changed; to grant it: airlock kit approve " << resp.hold_id()
+                << "\n";
+    } else {
+      std::cout << up->name << ": kits updated\n";
+      for (const auto& n : resp.narrowings()) std::cout << "- " << n << "\n";
+    }
+    if (!resp.hold_id().empty()) *exit_code = 3;
+  });
+
+  auto holds_name = std::make_shared<std::string>();
+  auto holds_json = std::make_shared<bool>(false);
+  CLI::App* holds = kitcmd->add_subcommand("holds", "List kit updates held for approval");
+  holds->add_option("name", *holds_name, "Only this sandbox's");
+  holds->add_flag("--json", *holds_json, "Print JSON");
+  holds->callback([=] {
+    auto channel = ChannelTo("policyd", exit_code);
+    if (!channel) return;
+    auto stub = airlock::policy::v1::Policy::NewStub(channel);
+    grpc::ClientContext ctx;
+    airlock::policy::v1::ListHoldsRequest req;
+    req.set_sandbox(*holds_name);
+    airlock::policy::v1::ListHoldsResponse resp;
+    grpc::Status s = stub->ListHolds(&ctx, req, &resp);
+    if (!s.ok()) return Fail(absl::Status(absl::StatusCode::kUnknown, s.error_message()), exit_code);
+    if (*holds_json) {
+      Json arr = Json::array();
+      for (const auto& h : resp.holds()) {
+        std::vector<std::string> kits;
+        for (const auto& k : h.kits()) kits.push_back(k.ref());
+        arr.push_back({{"id", h.id()},
+                       {"sandbox", h.sandbox()},
+                       {"kits", kits},
+                       {"widenings", std::vector<std::string>(h.widenings().begin(),
+                                                              h.widenings().end())},
+                       {"created_at", h.created_at()}});
+      }
+      std::cout << arr.dump(2) << "\n";
+      return;
+    }
+    if (resp.holds().empty()) std::cout << "no held kit updates\n";
+    for (const auto& h : resp.holds()) {
+      std::cout << h.id() << "  " << h.sandbox() << "\n";
+      for (const auto& w : h.widenings()) std::cout << "  + " << w << "\n";
+    }
+  });
+
+  auto approve_id = std::make_shared<std::string>();
+  auto approve_json = std::make_shared<bool>(false);
+  CLI::App* approve = kitcmd->add_subcommand(
+      "approve", "Grant a held kit update (its widenings) and apply it to the sandbox");
+  approve->add_option("hold_id", *approve_id, "HOLD_ID from `airlock kit upgrade` or `holds`")
+      ->required();
+  approve->add_flag("--json", *approve_json, "Print JSON");
+  approve->callback([=] {
+    auto pchannel = ChannelTo("policyd", exit_code);
+    if (!pchannel) return;
+    auto policy = airlock::policy::v1::Policy::NewStub(pchannel);
+    grpc::ClientContext ctx;
+    airlock::policy::v1::ApproveRequest req;
+    req.set_hold_id(*approve_id);
+    airlock::policy::v1::ApproveResponse granted;
+    grpc::Status s = policy->Approve(&ctx, req, &granted);
+    if (!s.ok()) return Fail(absl::Status(absl::StatusCode::kUnknown, s.error_message()), exit_code);
+    // The grant now covers the update: vmmd takes it up like any other.
+    auto vchannel = ChannelTo("vmmd", exit_code);
+    if (!vchannel) return;
+    auto vmmd = vmm::Vmm::NewStub(vchannel);
+    grpc::ClientContext uctx;
+    vmm::UpdateKitsRequest update;
+    update.set_name(granted.sandbox());
+    for (const auto& k : granted.kits()) update.add_kits(k.ref());
+    *update.mutable_kit_args() = granted.args();
+    vmm::UpdateKitsResponse applied;
+    s = vmmd->UpdateKits(&uctx, update, &applied);
+    if (!s.ok()) {
+      return Fail(absl::Status(absl::StatusCode::kUnknown,
+                               absl::StrCat("approved, but ", granted.sandbox(),
+                                            " did not take the update: ", s.error_message(),
+                                            "; retry with `airlock kit upgrade`")),
+                  exit_code);
+    }
+    std::vector<std::string> widenings(granted.widenings().begin(), granted.widenings().end());
+    if (!applied.hold_id().empty()) {
+      // The kits changed again since they were held: that is a new hold.
+      std::cerr << "airlock: the kits changed since they were held; a new hold is "
+                << applied.hold_id() << "\n";
+      *exit_code = 3;
+    }
+    if (*approve_json) {
+      std::cout << Json{{"sandbox", granted.sandbox()},
+                        {"approved", widenings},
+                        {"applied", applied.hold_id().empty()},
+                        {"hold_id", applied.hold_id()}}
+                       .dump(2)
+                << "\n";
+    } else if (applied.hold_id().empty()) {
+      std::cout << "approved and applied to " << granted.sandbox() << ":\n";
+      for (const auto& w : widenings) std::cout << "+ " << w << "\n";
+    }
+  });
+}
+
+absl::StatusOr<std::string> KitRefPath(const std::string& ref) {
+  char real[PATH_MAX];
+  if (realpath(ref.c_str(), real) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("kit ", ref, ": no such file or directory; ", kRefIs));
+  }
+  return std::string(real);
 }
 
 }  // namespace airlock::cli

@@ -6,12 +6,20 @@
 #ifndef AIRLOCK_CLI_KIT_COMMAND_H_
 #define AIRLOCK_CLI_KIT_COMMAND_H_
 
+#include <string>
+
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
 
 namespace airlock::cli {
 
 // AddKitCommand registers the `kit` subcommand tree on `app`.
 void AddKitCommand(CLI::App& app, int* exit_code);
+
+// KitRefPath makes a kit REF absolute (daemons read it from their own
+// working directory); NOT_FOUND saying what a REF may be when nothing is
+// there.
+absl::StatusOr<std::string> KitRefPath(const std::string& ref);
 
 }  // namespace airlock::cli
 

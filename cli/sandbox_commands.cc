@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "protos/git/v1/git.grpc.pb.h"
 #include "protos/vmm/v1/vmm.grpc.pb.h"
+#include "cli/kit_command.h"
 #include "vmmd/resources.h"
 
 namespace airlock::cli {
@@ -164,7 +165,11 @@ nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
           {"created_at", sb.created_at()},
           {"pid", sb.vmm_pid()},
           {"console_log", sb.console_log()},
-          {"ports", PortsJson(sb.ports())}};
+          {"ports", PortsJson(sb.ports())},
+          {"kits", std::vector<std::string>(sb.spec().kits().begin(), sb.spec().kits().end())},
+          {"kit_installed", sb.kit_installed()},
+          {"kit_skipped",
+           std::vector<std::string>(sb.kit_skipped().begin(), sb.kit_skipped().end())}};
 }
 
 // CreateFlags are the options shared by create and run.
@@ -180,6 +185,9 @@ struct CreateFlags {
   std::vector<std::string> publish;
   bool clone = false;
   std::string branch;
+  std::vector<std::string> kits;
+  std::vector<std::string> kit_args;
+  bool allow_privileged = false;
   bool rm = false;
 };
 
@@ -202,6 +210,16 @@ void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
                 "Clone mode: share PATH's Git repo read-only and work in a private clone; "
                 "the agent's commits come back as the remote sandbox-NAME");
   cmd->add_option("--branch", f->branch, "Clone mode: branch to check out (default: current)");
+  cmd->add_option("--kit", f->kits,
+                  "Run a kit: an OCI image layout directory or a descriptor file; repeat for "
+                  "mixins (exactly one workload)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--kit-arg", f->kit_args, "Kit argument NAME=VALUE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_flag("--allow-privileged", f->allow_privileged,
+                "Consent to a kit's privileged@1 (processes then default to root)");
   cmd->add_option("agent", f->agent, "Agent to run (this release has: shell)")->required();
   cmd->add_option("paths", f->paths,
                   "Host paths to share at the same path in the guest; PATH:ro for read-only");
@@ -228,6 +246,28 @@ bool BuildCreate(const CreateFlags& f, const std::vector<std::string>& args, boo
     }
     (*spec->mutable_env())[e.substr(0, eq)] = e.substr(eq + 1);
   }
+  if (!f.kit_args.empty() && f.kits.empty()) {
+    std::cerr << "airlock: --kit-arg needs a --kit\n";
+    return false;
+  }
+  for (const auto& a : f.kit_args) {
+    size_t eq = a.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "airlock: invalid --kit-arg \"" << a << "\": expected NAME=VALUE\n";
+      return false;
+    }
+    (*spec->mutable_kit_args())[a.substr(0, eq)] = a.substr(eq + 1);
+  }
+  for (const auto& k : f.kits) {
+    // policyd reads the ref, from its own working directory.
+    auto ref = KitRefPath(k);
+    if (!ref.ok()) {
+      std::cerr << "airlock: " << ref.status().message() << "\n";
+      return false;
+    }
+    spec->add_kits(*ref);
+  }
+  spec->set_allow_privileged(f.allow_privileged);
   if (!f.memory.empty()) {
     // The same parser vmmd uses, so the CLI and the API agree on sizes.
     auto mib = airlock::vmmd::ParseMemory(f.memory);

@@ -256,11 +256,23 @@ bool AnyOf(const std::vector<std::string>& v, Pred pred) {
   return std::any_of(v.begin(), v.end(), pred);
 }
 
-// CoveredBy reports whether some pattern of `grants` covers `item`.
+// CoveredBy reports whether some pattern of `grants` (sorted, as every
+// surface list is) covers `item`. Most items of an update are granted
+// verbatim, so an exact match is looked up first.
 bool HostCoveredBy(const std::vector<std::string>& grants, const std::string& item) {
-  return AnyOf(grants, [&](const std::string& g) { return HostCovers(g, item); });
+  if (std::binary_search(grants.begin(), grants.end(), item)) return true;
+  // Only a wildcard, or the same name without a port, covers another host;
+  // wildcards start with '*', which sorts before every name character.
+  std::string name(SplitHost(item).name);
+  if (name != item && std::binary_search(grants.begin(), grants.end(), name)) return true;
+  for (const std::string& g : grants) {
+    if (g.empty() || g[0] != '*') break;
+    if (HostCovers(g, item)) return true;
+  }
+  return false;
 }
 bool AtomCoveredBy(const std::vector<std::string>& grants, const std::string& item) {
+  if (std::binary_search(grants.begin(), grants.end(), item)) return true;
   return AnyOf(grants, [&](const std::string& g) { return AtomCovers(g, item); });
 }
 
@@ -427,8 +439,15 @@ Surface ProjectSurface(const Descriptor& effective) {
 
 SurfaceDiff Diff(const Surface& granted, const Surface& proposed) {
   SurfaceDiff out;
-  DiffNetwork("install", granted.install, proposed.install, &out);
-  DiffNetwork("runtime", granted.runtime, proposed.runtime, &out);
+  // The lookups rely on sorted lists; a caller's hand-made surface may not be.
+  auto sorted = [](NetworkSurface n) {
+    for (auto* v : {&n.allow_hosts, &n.deny_hosts, &n.http_allow, &n.http_deny}) {
+      std::sort(v->begin(), v->end());
+    }
+    return n;
+  };
+  DiffNetwork("install", sorted(granted.install), sorted(proposed.install), &out);
+  DiffNetwork("runtime", sorted(granted.runtime), sorted(proposed.runtime), &out);
   DiffCredentials("install", granted.credentials_install, proposed.credentials_install, &out);
   DiffCredentials("runtime", granted.credentials_runtime, proposed.credentials_runtime, &out);
   DiffSet("volume", granted.storage_paths, proposed.storage_paths, &out);
