@@ -445,8 +445,8 @@ void Fail(const absl::Status& s, int* exit_code) {
 void AddKitCommand(CLI::App& app, int* exit_code) {
   CLI::App* kitcmd = app.add_subcommand(
       "kit",
-      "Sandbox Kits: check, show and compare them (REF: an OCI image layout directory "
-      "or a descriptor file)");
+      "Sandbox Kits: check, show and compare them; upgrade a sandbox's kits and approve "
+      "what widens its grant (REF: an OCI image layout directory or a descriptor file)");
   kitcmd->require_subcommand(1);
 
   // validate
@@ -681,51 +681,30 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
       ->required();
   approve->add_flag("--json", *approve_json, "Print JSON");
   approve->callback([=] {
-    auto pchannel = ChannelTo("policyd", exit_code);
-    if (!pchannel) return;
-    auto policy = airlock::policy::v1::Policy::NewStub(pchannel);
+    // vmmd asks policyd to approve and applies exactly what was held.
+    auto channel = ChannelTo("vmmd", exit_code);
+    if (!channel) return;
+    auto stub = vmm::Vmm::NewStub(channel);
     grpc::ClientContext ctx;
-    airlock::policy::v1::ApproveRequest req;
-    req.set_hold_id(*approve_id);
-    airlock::policy::v1::ApproveResponse granted;
-    grpc::Status s = policy->Approve(&ctx, req, &granted);
-    if (!s.ok()) return Fail(absl::Status(absl::StatusCode::kUnknown, s.error_message()), exit_code);
-    // The grant now covers the update: vmmd takes it up like any other.
-    auto vchannel = ChannelTo("vmmd", exit_code);
-    if (!vchannel) return;
-    auto vmmd = vmm::Vmm::NewStub(vchannel);
-    grpc::ClientContext uctx;
-    vmm::UpdateKitsRequest update;
-    update.set_name(granted.sandbox());
-    for (const auto& k : granted.kits()) update.add_kits(k.ref());
-    *update.mutable_kit_args() = granted.args();
-    vmm::UpdateKitsResponse applied;
-    s = vmmd->UpdateKits(&uctx, update, &applied);
+    vmm::UpdateKitsRequest req;
+    req.set_approve_hold(*approve_id);
+    vmm::UpdateKitsResponse resp;
+    grpc::Status s = stub->UpdateKits(&ctx, req, &resp);
     if (!s.ok()) {
-      return Fail(absl::Status(absl::StatusCode::kUnknown,
-                               absl::StrCat("approved, but ", granted.sandbox(),
-                                            " did not take the update: ", s.error_message(),
-                                            "; retry with `airlock kit upgrade`")),
-                  exit_code);
+      if (*approve_json) {
+        std::cout << Json{{"approved", false}, {"error", s.error_message()}}.dump(2) << "\n";
+      }
+      return Fail(absl::Status(absl::StatusCode::kUnknown, s.error_message()), exit_code);
     }
-    std::vector<std::string> widenings(granted.widenings().begin(), granted.widenings().end());
-    if (!applied.hold_id().empty()) {
-      // The kits changed again since they were held: that is a new hold.
-      std::cerr << "airlock: the kits changed since they were held; a new hold is "
-                << applied.hold_id() << "\n";
-      *exit_code = 3;
-    }
+    std::vector<std::string> widenings(resp.widenings().begin(), resp.widenings().end());
+    const std::string& name = resp.sandbox().spec().name();
     if (*approve_json) {
-      std::cout << Json{{"sandbox", granted.sandbox()},
-                        {"approved", widenings},
-                        {"applied", applied.hold_id().empty()},
-                        {"hold_id", applied.hold_id()}}
-                       .dump(2)
+      std::cout << Json{{"approved", true}, {"sandbox", name}, {"widenings", widenings}}.dump(2)
                 << "\n";
-    } else if (applied.hold_id().empty()) {
-      std::cout << "approved and applied to " << granted.sandbox() << ":\n";
-      for (const auto& w : widenings) std::cout << "+ " << w << "\n";
+      return;
     }
+    std::cout << "approved and applied to " << name << ":\n";
+    for (const auto& w : widenings) std::cout << "+ " << w << "\n";
   });
 }
 

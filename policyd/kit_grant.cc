@@ -57,6 +57,28 @@ absl::StatusOr<uint64_t> MemoryMib(const std::string& text) {
   return static_cast<uint64_t>(std::ceil(number * scale / (1024.0 * 1024)));
 }
 
+// Kit files travel to the guest as one exec argument.
+constexpr size_t kMaxKitFileBytes = 96 * 1024;
+
+// CheckGuestPath refuses a volume or file path that would cover the
+// guest's own machinery ("/", /proc, /sys, /dev, /run/sandbox) or that
+// climbs ("..").
+absl::Status CheckGuestPath(const char* what, const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  bool bad = p.empty() || p[0] != '/' || p == "/" || absl::StrContains(p, "/../") ||
+             absl::EndsWith(p, "/..") || absl::StrContains(p, "/./") || absl::EndsWith(p, "/.");
+  for (const char* reserved : {"/proc", "/sys", "/dev", "/run/sandbox", "/boot"}) {
+    bad |= p == reserved || absl::StartsWith(p, std::string(reserved) + "/");
+  }
+  if (bad) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kit ", what, " path \"", path, "\" is not allowed: it must be absolute, without . or "
+        "..,  and not /, /proc, /sys, /dev, /boot or /run/sandbox"));
+  }
+  return absl::OkStatus();
+}
+
 std::string NewHoldId() {
   static std::mt19937_64 rng(std::random_device{}());
   return absl::StrCat("h-", absl::Hex(rng() & 0xffffffffffULL, absl::kZeroPad10));
@@ -202,6 +224,12 @@ absl::StatusOr<pb::KitPlan> BuildPlan(const kit::ResolvedKits& resolved, bool al
         }
       }
       for (const kit::LifecycleFile& f : l->files) {
+        if (absl::Status bad = CheckGuestPath("file", f.path); !bad.ok()) return bad;
+        if (f.content.size() > kMaxKitFileBytes) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "lifecycle file ", f.path, " is ", f.content.size(), " bytes; at most ",
+              kMaxKitFileBytes, " (ship larger files in the image)"));
+        }
         pb::KitFile* kf = plan.add_files();
         kf->set_path(f.path);
         kf->set_content(f.content);
@@ -209,9 +237,16 @@ absl::StatusOr<pb::KitPlan> BuildPlan(const kit::ResolvedKits& resolved, bool al
         kf->set_overwrite(f.overwrite);
       }
     } else if (const auto* v = e->As<kit::VolumeConfig>()) {
+      if (absl::Status bad = CheckGuestPath("volume", v->path); !bad.ok()) return bad;
+      std::string size;
+      if (!v->size.empty()) {
+        auto mib = MemoryMib(v->size);
+        if (!mib.ok()) return absl::InvalidArgumentError(absl::StrCat("volume ", v->path, ": size \"", v->size, "\" is not a size"));
+        size = absl::StrCat(*mib, "m");
+      }
       pb::KitVolume* kv = plan.add_volumes();
       kv->set_path(v->path);
-      kv->set_size(v->size);
+      kv->set_size(size);
       kv->set_tmpfs(v->tmpfs);
       kv->set_mode(v->mode);
     } else if (const auto* p = e->As<kit::PortConfig>()) {
@@ -352,6 +387,8 @@ absl::Status KitGate::Apply(const Candidate& c, const std::string& phase,
       s = rules_->ReplaceSandboxRules(sandbox, "kit:",
                                       phase == "install" ? c.install_rules : c.runtime_rules);
     }
+    // Holds were judged against the grant this replaces.
+    if (s.ok()) s = db_->Exec("DELETE FROM kit_holds WHERE sandbox = ?", {sandbox});
     if (s.ok() && also) s = also();
     return s;
   });
@@ -364,10 +401,19 @@ absl::StatusOr<pb::ResolveResponse> KitGate::Resolve(const pb::ResolveRequest& r
   Granted granted;
   auto found = Find(req.sandbox(), &granted);
   if (!found.ok()) return found.status();
-  if (!*found) {
+  if (req.create()) {
+    if (*found) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "sandbox ", req.sandbox(), " already holds a kit grant; ForgetKits first"));
+    }
     // The first resolution is the grant itself: creation is the consent.
     if (absl::Status s = Apply(*c, "install", nullptr); !s.ok()) return s;
     return c->response;
+  }
+  if (!*found) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sandbox ", req.sandbox(), " holds no kit grant (it was created without kits, or is "
+        "gone); kits are chosen at create"));
   }
   kit::SurfaceDiff diff = kit::Diff(granted.surface, SurfaceFromProto(c->response.surface()));
   for (const auto& n : diff.narrowings) c->response.add_narrowings(n);
@@ -400,8 +446,9 @@ absl::StatusOr<pb::ApproveResponse> KitGate::Approve(const std::string& hold_id)
       {hold_id});
   if (!rows.ok()) return rows.status();
   if (rows->empty()) {
-    return absl::NotFoundError(absl::StrCat("no held update ", hold_id,
-                                            " (see `airlock kit holds`)"));
+    return absl::NotFoundError(absl::StrCat(
+        "no held update ", hold_id,
+        " (it was approved, or superseded by a later update; see `airlock kit holds`)"));
   }
   const SqlRow& row = (*rows)[0];
   Candidate c;
@@ -413,10 +460,12 @@ absl::StatusOr<pb::ApproveResponse> KitGate::Approve(const std::string& hold_id)
   Granted granted;
   auto found = Find(c.request.sandbox(), &granted);
   if (!found.ok()) return found.status();
-  std::string phase = *found ? granted.phase : "runtime";
-  absl::Status s = Apply(c, phase, [&] {
-    return db_->Exec("DELETE FROM kit_holds WHERE id = ?", {hold_id});
-  });
+  if (!*found) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sandbox ", c.request.sandbox(), " holds no kit grant any more"));
+  }
+  const std::string& phase = granted.phase;
+  absl::Status s = Apply(c, phase, nullptr);
   if (!s.ok()) return s;
   pb::ApproveResponse out;
   *out.mutable_surface() = c.response.surface();

@@ -17,9 +17,11 @@ constexpr char kKits[] = "tests/fixtures/kits/";
 
 std::string Kit(const std::string& name) { return std::string(kKits) + name; }
 
-pb::ResolveRequest KitRequest(const std::string& sandbox, const std::vector<std::string>& refs) {
+pb::ResolveRequest KitRequest(const std::string& sandbox, const std::vector<std::string>& refs,
+                              bool create = false) {
   pb::ResolveRequest r;
   r.set_sandbox(sandbox);
+  r.set_create(create);
   for (const auto& ref : refs) r.add_kits()->set_ref(Kit(ref));
   return r;
 }
@@ -210,7 +212,7 @@ TEST(SurfaceProtoTest, RoundTrips) {
 }
 
 TEST_F(KitGateTest, FirstResolveGrantsAndPutsTheInstallPhaseInForce) {
-  auto r = gate_->Resolve(KitRequest("s1", {"gh.yaml", "agent.yaml"}));
+  auto r = gate_->Resolve(KitRequest("s1", {"gh.yaml", "agent.yaml"}, true));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->hold_id().empty());
   EXPECT_TRUE(r->widenings().empty());
@@ -236,7 +238,7 @@ TEST_F(KitGateTest, FirstResolveGrantsAndPutsTheInstallPhaseInForce) {
 }
 
 TEST_F(KitGateTest, AWideningUpdateIsHeldUntilApproved) {
-  ASSERT_TRUE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"})).ok());
+  ASSERT_TRUE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"}, true)).ok());
   ASSERT_TRUE(gate_->SetPhase("s1", "runtime").ok());
   auto before = KitRules(store_.get(), "s1");
 
@@ -274,7 +276,7 @@ TEST_F(KitGateTest, AWideningUpdateIsHeldUntilApproved) {
 }
 
 TEST_F(KitGateTest, ANarrowingUpdateAppliesSilently) {
-  ASSERT_TRUE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"})).ok());
+  ASSERT_TRUE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"}, true)).ok());
   ASSERT_TRUE(gate_->SetPhase("s1", "runtime").ok());
   auto r = gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh-v3.yaml"}));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -289,34 +291,92 @@ TEST_F(KitGateTest, ANarrowingUpdateAppliesSilently) {
 }
 
 TEST_F(KitGateTest, BadRequestsChangeNothing) {
-  ASSERT_TRUE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"})).ok());
+  ASSERT_TRUE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"}, true)).ok());
   auto before = KitRules(store_.get(), "s1");
   auto missing = gate_->Resolve(KitRequest("s1", {"agent.yaml", "nope.yaml"}));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("nope.yaml"), std::string::npos);
   auto two_workloads = gate_->Resolve(KitRequest("s1", {"agent.yaml"}));
   ASSERT_TRUE(two_workloads.ok());  // dropping the mixin only narrows
-  pb::ResolveRequest typo = KitRequest("s2", {"agent.yaml"});
+  pb::ResolveRequest typo = KitRequest("s2", {"agent.yaml"}, true);
   (*typo.mutable_args())["greting"] = "x";
   auto bad_arg = gate_->Resolve(typo);
   ASSERT_FALSE(bad_arg.ok());
   EXPECT_NE(bad_arg.status().message().find("greting"), std::string::npos);
   EXPECT_TRUE(KitRules(store_.get(), "s2").empty());
-  EXPECT_EQ(gate_->Resolve(KitRequest("", {"agent.yaml"})).status().code(),
+  EXPECT_EQ(gate_->Resolve(KitRequest("", {"agent.yaml"}, true)).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(gate_->Approve("").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(KitGateTest, ForgetDropsGrantHoldsAndRules) {
-  ASSERT_TRUE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"})).ok());
+  ASSERT_TRUE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"}, true)).ok());
   ASSERT_FALSE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh-v2.yaml"}))->hold_id().empty());
   ASSERT_TRUE(gate_->Forget("s1").ok());
   EXPECT_TRUE(KitRules(store_.get(), "s1").empty());
   EXPECT_TRUE(gate_->Holds("s1")->empty());
   // A new sandbox of the same name starts afresh: its first resolve grants.
-  auto fresh = gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh-v2.yaml"}));
+  auto fresh = gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh-v2.yaml"}, true));
   ASSERT_TRUE(fresh.ok());
   EXPECT_TRUE(fresh->hold_id().empty());
+}
+
+TEST_F(KitGateTest, OnlyACreateGrantsAndACreateNeverReusesAGrant) {
+  // An update of a sandbox that holds no grant is not a way to get one.
+  auto update = gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"}));
+  ASSERT_FALSE(update.ok());
+  EXPECT_EQ(update.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(KitRules(store_.get(), "s1").empty());
+  ASSERT_TRUE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"}, true)).ok());
+  auto again = gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh-v2.yaml"}, true));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(KitGateTest, ApplyingAnUpdateDropsHoldsJudgedAgainstTheOldGrant) {
+  ASSERT_TRUE(gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh.yaml"}, true)).ok());
+  auto held = gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh-v2.yaml"}));
+  ASSERT_FALSE(held->hold_id().empty());
+  // A narrowing applies; the hold was judged against what it replaced.
+  auto narrowed = gate_->Resolve(KitRequest("s1", {"agent.yaml", "gh-v3.yaml"}));
+  ASSERT_TRUE(narrowed.ok());
+  ASSERT_TRUE(narrowed->hold_id().empty());
+  EXPECT_TRUE(gate_->Holds("s1")->empty());
+  auto stale = gate_->Approve(held->hold_id());
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(stale.status().message().find("superseded"), std::string::npos);
+}
+
+TEST(BuildPlanTest, GuestPathsSizesAndFileLimits) {
+  std::string dir = std::string(getenv("TEST_TMPDIR")) + "/paths";
+  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  auto plan = [&](const std::string& name, const std::string& capability) {
+    std::ofstream(dir + "/" + name) << "schemaVersion: \"3\"\nkind: workload\ncapabilities:\n"
+                                    << capability;
+    auto resolved = kit::ResolveKits({dir + "/" + name}, {});
+    EXPECT_TRUE(resolved.ok()) << resolved.status();
+    std::vector<std::string> skipped;
+    return resolved.ok() ? BuildPlan(*resolved, false, &skipped)
+                         : absl::StatusOr<pb::KitPlan>(resolved.status());
+  };
+  auto tmpfs = plan("tmpfs.yaml",
+                    "  - type: com.docker.sandbox/volume@1\n"
+                    "    config: {path: /home/agent/cache, tmpfs: true, size: 1.5g}\n");
+  ASSERT_TRUE(tmpfs.ok()) << tmpfs.status();
+  EXPECT_EQ(tmpfs->volumes(0).size(), "1536m");
+  for (const char* path : {"/", "/proc", "/sys/kernel", "/dev", "/run/sandbox/source", "/a/../proc"}) {
+    auto bad = plan("bad.yaml", absl::StrCat("  - type: com.docker.sandbox/volume@1\n"
+                                             "    config: {path: \"", path, "\"}\n"));
+    ASSERT_FALSE(bad.ok()) << path;
+    EXPECT_NE(bad.status().message().find("is not allowed"), std::string::npos)
+        << path << ": " << bad.status();
+  }
+  auto big = plan("big.yaml", absl::StrCat("  - type: com.docker.sandbox/lifecycle@1\n"
+                                           "    config:\n      files:\n"
+                                           "        - {path: /home/agent/big, content: \"",
+                                           std::string(100 * 1024, 'x'), "\"}\n"));
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("at most"), std::string::npos) << big.status();
 }
 
 }  // namespace

@@ -43,6 +43,8 @@ namespace {
 //                    per service; `inject` is '\n'-separated
 //                    "<domain> <format>" lines (a domain holds no space, a
 //                    format no newline). They go with the registration.
+//                    (step 3) `suppress` 1: the binding hides the service
+//                    (no env, no inject).
 const std::vector<std::string>& Schema() {
   static const std::vector<std::string>* steps = new std::vector<std::string>{
       "CREATE TABLE secrets (serial INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
@@ -57,6 +59,7 @@ const std::vector<std::string>& Schema() {
       "CREATE TABLE kit_bindings (sandbox TEXT NOT NULL REFERENCES sandboxes(name) "
       "ON DELETE CASCADE, service TEXT NOT NULL, env TEXT NOT NULL, inject TEXT NOT NULL, "
       "PRIMARY KEY (sandbox, service))",
+      "ALTER TABLE kit_bindings ADD COLUMN suppress INTEGER NOT NULL DEFAULT 0",
   };
   return *steps;
 }
@@ -79,19 +82,6 @@ std::string KnownServices() {
   std::vector<std::string> names;
   for (const auto& s : BuiltinServices()) names.push_back(s.name);
   return absl::StrJoin(names, ", ");
-}
-
-// Runs `body` in a transaction on `db`; the caller holds the store mutex,
-// so no other statement of this store interleaves.
-template <typename F>
-absl::Status InTransaction(StateDb* db, F body) {
-  if (absl::Status s = db->Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-  absl::Status s = body();
-  if (!s.ok()) {
-    (void)db->Exec("ROLLBACK");
-    return s;
-  }
-  return db->Exec("COMMIT");
 }
 
 // Validates everything of `spec` that needs no database, and returns the
@@ -162,6 +152,15 @@ absl::StatusOr<std::vector<std::string>> ValidateSpec(const SecretSpec& spec) {
   return hosts;
 }
 
+// True when `host` (normalized) is one of the built-in hosts of `def`, as
+// Resolve matches a request's host.
+bool IsServiceHost(const ServiceDef& def, absl::string_view host) {
+  for (const auto& sh : def.hosts) {
+    if (HostMatches(sh.host, host)) return true;
+  }
+  return false;
+}
+
 // Validates everything of a BindKit request, before anything is changed,
 // and returns the bindings with their domains normalized.
 absl::StatusOr<std::vector<KitBinding>> ValidateBindings(const std::string& sandbox,
@@ -179,13 +178,20 @@ absl::StatusOr<std::vector<KitBinding>> ValidateBindings(const std::string& sand
       return bad(absl::StrCat("service ", QuoteForMessage(b.service),
                               " is bound twice; one binding per service"));
     }
+    if (b.suppress && (!b.env.empty() || !b.inject.empty())) {
+      return bad(absl::StrCat("suppress: the binding of ", QuoteForMessage(b.service),
+                              " hides the service, so its env and inject must be empty"));
+    }
     if (!b.env.empty()) {
       if (absl::Status s = ValidateKitEnvName(b.env); !s.ok()) return bad(s.message());
     }
     if (b.inject.size() > kMaxHostsPerSecret) {
       return bad(absl::StrCat("inject: at most ", kMaxHostsPerSecret, " entries per service"));
     }
-    KitBinding norm{b.service, b.env, {}};
+    // A built-in service's secret is the user's: a Kit picks among its
+    // hosts, never another. A service not built in has no stored secret.
+    const ServiceDef* def = FindService(b.service);
+    KitBinding norm{b.service, b.env, {}, b.suppress};
     std::set<std::string> domains;
     for (size_t j = 0; j < b.inject.size(); ++j) {
       const std::string at = absl::StrCat("inject[", j, "].");
@@ -196,9 +202,22 @@ absl::StatusOr<std::vector<KitBinding>> ValidateBindings(const std::string& sand
         return bad(absl::StrCat(at, "domain ", QuoteForMessage(*domain),
                                 " is listed twice for the service; one format per domain"));
       }
+      if (def != nullptr && !IsServiceHost(*def, *domain)) {
+        return bad(absl::StrCat(at, "domain: kit credential ", def->name, ": inject domain ",
+                                QuoteForMessage(*domain), " is not one of ", def->name,
+                                "'s hosts (", absl::StrJoin(def->HostNames(), ", "),
+                                "); a kit cannot send a stored secret elsewhere"));
+      }
       // The formats proxyd places, by proxyd's own parser.
       auto format = proxyd::ParseFormat(b.inject[j].format);
       if (!format.ok()) return bad(absl::StrCat(at, format.status().message()));
+      // "replace" swaps the sentinel anywhere in the request, body included:
+      // with a built-in service's shared sentinel the guest could have the
+      // service publish the real value (a gist, an issue).
+      if (b.inject[j].format == kFormatReplace) {
+        return bad(absl::StrCat(at, "format: a kit cannot place a stored secret with "
+                                    "\"replace\"; use a header, bearer or basic format"));
+      }
       norm.inject.push_back(KitInject{*domain, b.inject[j].format});
     }
     out.push_back(std::move(norm));
@@ -407,12 +426,12 @@ absl::Status SecretStore::Register(const std::string& sandbox) {
 
 absl::StatusOr<std::map<std::string, KitBinding>> SecretStore::Bindings(
     const std::string& sandbox) {
-  auto rows =
-      db_->Query("SELECT service, env, inject FROM kit_bindings WHERE sandbox = ?", {sandbox});
+  auto rows = db_->Query(
+      "SELECT service, env, inject, suppress FROM kit_bindings WHERE sandbox = ?", {sandbox});
   if (!rows.ok()) return rows.status();
   std::map<std::string, KitBinding> out;
   for (auto& r : *rows) {
-    KitBinding b{r[0], r[1], {}};
+    KitBinding b{r[0], r[1], {}, r[3] != "0"};
     if (!r[2].empty()) {
       for (absl::string_view line : absl::StrSplit(r[2], '\n')) {
         std::pair<std::string, std::string> parts = absl::StrSplit(line, absl::MaxSplits(' ', 1));
@@ -501,6 +520,8 @@ absl::StatusOr<std::map<std::string, std::string>> SecretStore::Sentinels(
       env.emplace(r.env, r.sentinel);
       continue;
     }
+    // Suppressed: the kits use the service in another phase only.
+    if (auto b = bindings->find(r.service); b != bindings->end() && b->second.suppress) continue;
     service_sentinel.emplace(r.service, r.sentinel);
     if (const ServiceDef* def = FindService(r.service); def != nullptr) {
       for (const auto& e : def->env) env.emplace(e, r.sentinel);
@@ -530,19 +551,28 @@ absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& 
   std::vector<Credential> out;
   for (const auto& r : *rows) {
     std::string format;
-    auto bound = bindings->find(r.service);
     if (r.service.empty()) {
       for (absl::string_view pattern : absl::StrSplit(r.hosts, '\n')) {
         if (HostMatches(pattern, *h)) format = kFormatReplace;
       }
-    } else if (bound != bindings->end() && !bound->second.inject.empty()) {
-      // The Kit says where this service's value goes: there, and only there.
-      for (const auto& i : bound->second.inject) {
-        if (format.empty() && HostMatches(i.domain, *h)) format = i.format;
-      }
     } else if (const ServiceDef* def = FindService(r.service); def != nullptr) {
+      // A service's value goes to its built-in hosts and nowhere else; a
+      // Kit binding narrows them (to its domains, with its formats, or to
+      // none when it suppresses the service). BindKit refuses other
+      // domains; a binding stored before it did gets nothing there.
+      const ServiceHost* builtin = nullptr;
       for (const auto& sh : def->hosts) {
-        if (format.empty() && HostMatches(sh.host, *h)) format = sh.format;
+        if (builtin == nullptr && HostMatches(sh.host, *h)) builtin = &sh;
+      }
+      auto bound = bindings->find(r.service);
+      const KitBinding* kit = bound == bindings->end() ? nullptr : &bound->second;
+      if (builtin == nullptr || (kit != nullptr && kit->suppress)) continue;
+      if (kit == nullptr || kit->inject.empty()) {
+        format = builtin->format;
+      } else {
+        for (const auto& i : kit->inject) {
+          if (format.empty() && HostMatches(i.domain, *h)) format = i.format;
+        }
       }
     }
     if (format.empty()) continue;
@@ -572,9 +602,10 @@ absl::StatusOr<std::vector<std::string>> SecretStore::BindKit(
       return r;
     }
     for (const KitBinding& b : *valid) {
-      absl::Status r =
-          db_->Exec("INSERT INTO kit_bindings (sandbox, service, env, inject) VALUES (?, ?, ?, ?)",
-                    {sandbox, b.service, b.env, InjectText(b.inject)});
+      absl::Status r = db_->Exec(
+          "INSERT INTO kit_bindings (sandbox, service, env, inject, suppress) "
+          "VALUES (?, ?, ?, ?, ?)",
+          {sandbox, b.service, b.env, InjectText(b.inject), int64_t{b.suppress ? 1 : 0}});
       if (!r.ok()) return r;
     }
     return absl::OkStatus();
@@ -588,20 +619,22 @@ absl::StatusOr<std::vector<std::string>> SecretStore::BindKit(
   }
   std::vector<std::string> unbound;
   for (const KitBinding& b : *valid) {
-    if (in_effect.count(b.service) == 0) unbound.push_back(b.service);
+    if (!b.suppress && in_effect.count(b.service) == 0) unbound.push_back(b.service);
   }
   return unbound;
 }
 
-absl::StatusOr<int> SecretStore::ForgetSandbox(const std::string& sandbox) {
+absl::StatusOr<int> SecretStore::ForgetSandbox(const std::string& sandbox, bool keep_secrets) {
   if (sandbox.empty()) return absl::InvalidArgumentError("sandbox is required");
   std::lock_guard<std::mutex> lock(mu_);
   int64_t deleted = 0;
   absl::Status s = InTransaction(db_, [&] {
-    absl::Status r =
-        db_->Exec("DELETE FROM secrets WHERE scope = 'sandbox' AND sandbox = ?", {sandbox});
-    if (!r.ok()) return r;
-    deleted = db_->Changes();
+    if (!keep_secrets) {
+      absl::Status r =
+          db_->Exec("DELETE FROM secrets WHERE scope = 'sandbox' AND sandbox = ?", {sandbox});
+      if (!r.ok()) return r;
+      deleted = db_->Changes();
+    }
     // Its sandbox_globals and kit_bindings rows go with it (ON DELETE
     // CASCADE).
     return db_->Exec("DELETE FROM sandboxes WHERE name = ?", {sandbox});

@@ -66,11 +66,15 @@ struct KitInject {
 // KitBinding is a Kit's credential@1 capability bound to one service for
 // one sandbox: the variable the guest sees the service's sentinel in
 // (empty: none, an inject-only credential) and where its value goes
-// (empty: the built-in hosts, if the service has any).
+// (empty: the built-in hosts, if the service has any; otherwise a subset
+// of them, each with the Kit's format). A `suppress` binding has neither:
+// the kits declare the service only for another phase, so while it stands
+// the service's secret is neither in the guest's env nor injected.
 struct KitBinding {
   std::string service;
   std::string env;
   std::vector<KitInject> inject;
+  bool suppress = false;
 };
 
 // SecretStore is thread-safe. Ids are "<service>@global",
@@ -86,8 +90,9 @@ struct KitBinding {
 // secret wins over a global one for the same service or custom env.
 //
 // Kit bindings (BindKit) change, for one sandbox, where the secret of a
-// service is seen and placed; they never make a secret apply that would
-// not apply without them.
+// service is seen and placed, or hide it; they never make a secret apply
+// that would not apply without them, nor send it to a host that is not one
+// of its service's built-in hosts.
 class SecretStore {
  public:
   // Open applies the schema to `db` and loads the key at `key_file`. A
@@ -115,16 +120,17 @@ class SecretStore {
   // the guest environment for it: every env variable of every secret in
   // effect, mapped to that secret's sentinel, and then the env of each Kit
   // binding whose service has a secret in effect, mapped to that secret's
-  // sentinel unless a secret already sets that variable.
+  // sentinel unless a secret already sets that variable. A service with a
+  // suppressing Kit binding gives no variable.
   absl::StatusOr<std::map<std::string, std::string>> Sentinels(const std::string& sandbox);
 
   // Resolve returns the plaintext credentials in effect for `sandbox` whose
   // hosts match `host` (case, a trailing '.' and a ":port" ignored; a host
-  // that is not a DNS name matches nothing). The hosts of a service with a
-  // Kit binding that has inject entries are those entries' domains, with
-  // their formats, instead of the built-in ones. Callers must have
-  // established that proxyd asks. A sandbox never registered by Sentinels
-  // (or BindKit) gets only its own secrets.
+  // that is not a DNS name matches nothing). A service's hosts are always
+  // its built-in ones: a Kit binding with inject entries narrows them to
+  // the entries' domains, with their formats, and a suppressing binding to
+  // none. Callers must have established that proxyd asks. A sandbox never
+  // registered by Sentinels (or BindKit) gets only its own secrets.
   absl::StatusOr<std::vector<Credential>> Resolve(const std::string& sandbox,
                                                   const std::string& host);
 
@@ -135,22 +141,28 @@ class SecretStore {
   // field ("credentials[1]: inject[0].format ...") for a bad sandbox name,
   // service handle (ValidateServiceHandle), env (ValidateKitEnvName),
   // domain (NormalizeHostName) or format (proxyd::ParseFormat), a service
-  // bound twice, a domain listed twice in one binding, or more than
-  // kMaxHostsPerSecret inject entries. A binding with neither env nor
-  // inject entries changes nothing but is checked and reported like the
-  // others. Returns the bound services, in `bindings` order, with no
-  // secret in effect for the sandbox: a binding of one is kept (it applies
-  // once such a secret exists) and it is the caller's call whether that is
-  // an error.
+  // bound twice, a domain listed twice in one binding, a domain of a
+  // built-in service that is not one of its hosts (HostMatches, as Resolve
+  // matches), a suppressing binding with env or inject entries, or more
+  // than kMaxHostsPerSecret inject entries. A binding of a service that is
+  // not built in is kept as it is: no secret of one can be stored. A
+  // binding with neither env nor inject entries changes nothing but is
+  // checked and reported like the others. Returns the bound services, in
+  // `bindings` order, with no secret in effect for the sandbox, leaving out
+  // suppressing bindings: a binding of one is kept (it applies once such a
+  // secret exists) and it is the caller's call whether that is an error.
   absl::StatusOr<std::vector<std::string>> BindKit(const std::string& sandbox,
                                                    const std::vector<KitBinding>& bindings);
 
   // ForgetSandbox deletes the sandbox-scoped secrets of `sandbox`, its
   // registration (which globals it got) and its Kit bindings, so a new
   // sandbox of the same name starts afresh. vmmd calls it (the Forget RPC)
-  // when it removes a sandbox. A name with nothing stored is not an error.
-  // Returns how many secrets were deleted.
-  absl::StatusOr<int> ForgetSandbox(const std::string& sandbox);
+  // when it removes a sandbox. With `keep_secrets` it deletes only the
+  // registration and the Kit bindings, keeping the sandbox's own secrets:
+  // vmmd's cleanup of a create that did not happen, so that the retry
+  // registers with the globals that exist then. A name with nothing stored
+  // is not an error. Returns how many secrets were deleted.
+  absl::StatusOr<int> ForgetSandbox(const std::string& sandbox, bool keep_secrets = false);
 
  private:
   struct Row;

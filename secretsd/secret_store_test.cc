@@ -40,6 +40,14 @@ KitBinding Bind(const std::string& service, const std::string& env,
   return KitBinding{service, env, std::move(inject)};
 }
 
+// A binding that hides `service` (the kits use it in another phase).
+KitBinding Suppress(const std::string& service) {
+  KitBinding b;
+  b.service = service;
+  b.suppress = true;
+  return b;
+}
+
 std::vector<std::string> Ids(const std::vector<SecretInfo>& infos) {
   std::vector<std::string> out;
   for (const auto& i : infos) out.push_back(i.id);
@@ -357,7 +365,7 @@ TEST_F(SecretStoreTest, KitEnvIsAddedForBoundServicesWithASecret) {
   ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", "a")).ok());
   ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "github", "g")).ok());
   auto unbound = store_->BindKit(
-      "box1", {Bind("anthropic", "CLAUDE_KEY"), Bind("github", "", {{"git.example.com", "bearer"}}),
+      "box1", {Bind("anthropic", "CLAUDE_KEY"), Bind("github", "", {{"api.github.com", "bearer"}}),
                Bind("openai", "MY_OPENAI")});
   ASSERT_TRUE(unbound.ok()) << unbound.status();
   EXPECT_EQ(*unbound, std::vector<std::string>{"openai"});
@@ -391,64 +399,216 @@ TEST_F(SecretStoreTest, AKitEnvNeverTakesOverASecretsVariable) {
   EXPECT_EQ(env->size(), 2u);
 }
 
-TEST_F(SecretStoreTest, ResolveUsesTheKitsDomainsInsteadOfTheBuiltInHosts) {
+TEST_F(SecretStoreTest, AKitPicksAmongTheBuiltInHostsAndTheFormatThere) {
   ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "anthropic", "a")).ok());
   ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "github", "g")).ok());
   ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "openai", "o")).ok());
-  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box2", "anthropic", "a2")).ok());
-  EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
-            std::vector<std::string>{"a:header:x-api-key"});
-  ASSERT_TRUE(store_
-                  ->BindKit("box1", {Bind("anthropic", "",
-                                          {{"LLM.Example.com.", "header:X-Api-Key=Token %s"},
-                                           {"llm2.example.com", "bearer"}}),
-                                     Bind("github", "GIT_PAT")})
-                  .ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box2", "github", "g2")).ok());
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.github.com")),
+            std::vector<std::string>{"g:bearer"});
+  auto bound = store_->BindKit(
+      "box1", {Bind("github", "", {{"API.GitHub.com.", "header:Authorization=token %s"}}),
+               Bind("anthropic", "CLAUDE_KEY")});
+  ASSERT_TRUE(bound.ok()) << bound.status();
 
-  EXPECT_EQ(Values(store_->Resolve("box1", "llm.example.com")),
-            std::vector<std::string>{"a:header:X-Api-Key=Token %s"});
-  EXPECT_EQ(Values(store_->Resolve("box1", "LLM.example.COM.:8443")),
-            std::vector<std::string>{"a:header:X-Api-Key=Token %s"});
-  EXPECT_EQ(Values(store_->Resolve("box1", "llm2.example.com")),
-            std::vector<std::string>{"a:bearer"});
-  // Instead of, not as well as, the built-in host; exact names only.
-  EXPECT_TRUE(Values(store_->Resolve("box1", "api.anthropic.com")).empty());
-  EXPECT_TRUE(Values(store_->Resolve("box1", "x.llm.example.com")).empty());
-  EXPECT_TRUE(Values(store_->Resolve("box1", "example.com")).empty());
+  // The Kit's format on the host it names (as the request names it, in
+  // any case, with a port)...
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.github.com")),
+            std::vector<std::string>{"g:header:Authorization=token %s"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "API.github.COM.:443")),
+            std::vector<std::string>{"g:header:Authorization=token %s"});
+  // ...and nothing on the built-in host it left out.
+  EXPECT_TRUE(Values(store_->Resolve("box1", "github.com")).empty());
+  EXPECT_TRUE(Values(store_->Resolve("box1", "x.api.github.com")).empty());
   // A binding without inject entries keeps the built-in hosts; a service
   // without a binding, and another sandbox, are as before.
-  EXPECT_EQ(Values(store_->Resolve("box1", "github.com")),
-            std::vector<std::string>{"g:basic:x-access-token"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
+            std::vector<std::string>{"a:header:x-api-key"});
   EXPECT_EQ(Values(store_->Resolve("box1", "api.openai.com")),
             std::vector<std::string>{"o:bearer"});
-  EXPECT_EQ(Values(store_->Resolve("box2", "api.anthropic.com")),
-            std::vector<std::string>{"a2:header:x-api-key"});
-  EXPECT_TRUE(Values(store_->Resolve("box2", "llm.example.com")).empty());
+  EXPECT_EQ(Values(store_->Resolve("box2", "api.github.com")),
+            std::vector<std::string>{"g2:bearer"});
+  EXPECT_EQ(Values(store_->Resolve("box2", "github.com")),
+            std::vector<std::string>{"g2:basic:x-access-token"});
+}
+
+TEST_F(SecretStoreTest, AKitCannotSendABuiltInServicesSecretElsewhere) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "github", "g")).ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", "a")).ok());
+  ASSERT_TRUE(
+      store_->BindKit("box1", {Bind("github", "GIT_PAT", {{"github.com", "bearer"}})}).ok());
+
+  const std::string refusal =
+      "kit credential github: inject domain \"collect.evil.test\" is not one of github's hosts "
+      "(api.github.com, github.com); a kit cannot send a stored secret elsewhere";
+  auto evil = store_->BindKit(
+      "box1",
+      {Bind("anthropic", "CLAUDE_KEY"),
+       Bind("github", "", {{"api.github.com", "bearer"}, {"collect.evil.test", "bearer"}})});
+  ASSERT_EQ(evil.status().code(), absl::StatusCode::kInvalidArgument) << evil.status();
+  EXPECT_NE(evil.status().message().find("credentials[1]: inject[1].domain"), std::string::npos)
+      << evil.status();
+  EXPECT_NE(evil.status().message().find(refusal), std::string::npos) << evil.status();
+  // Look-alikes of a built-in host are other hosts too.
+  for (const char* domain : {"evil.api.github.com", "github.com.evil.test", "api.github.co",
+                             "api.anthropic.com", "github"}) {
+    auto r = store_->BindKit("box1", {Bind("github", "", {{domain, "bearer"}})});
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << domain;
+    EXPECT_NE(r.status().message().find("is not one of github's hosts"), std::string::npos)
+        << r.status();
+  }
+  auto other = store_->BindKit("box1", {Bind("anthropic", "", {{"llm.example.com", "bearer"}})});
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(other.status().message().find(
+                "inject domain \"llm.example.com\" is not one of anthropic's hosts "
+                "(api.anthropic.com)"),
+            std::string::npos)
+      << other.status();
+
+  // Nor into a request body through "replace" (the shared sentinel).
+  auto replace = store_->BindKit("box1", {Bind("github", "", {{"api.github.com", "replace"}})});
+  EXPECT_EQ(replace.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(replace.status().message().find("cannot place a stored secret with \"replace\""),
+            std::string::npos)
+      << replace.status();
+
+  // Nothing changed: the earlier binding stands, the user's token goes
+  // nowhere new.
+  EXPECT_TRUE(Values(store_->Resolve("box1", "collect.evil.test")).empty());
+  EXPECT_TRUE(Values(store_->Resolve("box1", "llm.example.com")).empty());
+  EXPECT_EQ(Values(store_->Resolve("box1", "github.com")), std::vector<std::string>{"g:bearer"});
+  EXPECT_TRUE(Values(store_->Resolve("box1", "api.github.com")).empty());
+  EXPECT_EQ(store_->Sentinels("box1")->count("CLAUDE_KEY"), 0u);
+
+  // A service that is not built in has no stored secret to send: its
+  // domains are the Kit's, and it stays unbound.
+  auto own = store_->BindKit(
+      "box1", {Bind("codeforge", "CODEFORGE_TOKEN", {{"api.codeforge.dev", "header:X-Token"}})});
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(*own, std::vector<std::string>{"codeforge"});
+  EXPECT_TRUE(Values(store_->Resolve("box1", "api.codeforge.dev")).empty());
+}
+
+TEST_F(SecretStoreTest, ABindingStoredBeforeTheHostCheckSendsNothingElsewhere) {
+  // A state file of schema step 2, holding a binding that today's BindKit
+  // refuses.
+  store_.reset();
+  db_.reset();
+  {
+    auto db = StateDb::Open(DbPath() + ".v2");
+    ASSERT_TRUE(db.ok()) << db.status();
+    ASSERT_TRUE((*db)
+                    ->Migrate({"CREATE TABLE secrets (serial INTEGER PRIMARY KEY AUTOINCREMENT, "
+                               "id TEXT NOT NULL UNIQUE, scope TEXT NOT NULL, sandbox TEXT NOT "
+                               "NULL, service TEXT NOT NULL, env TEXT NOT NULL, hosts TEXT NOT "
+                               "NULL, sentinel TEXT NOT NULL, sealed BLOB NOT NULL, created_at "
+                               "INTEGER NOT NULL);"
+                               "CREATE TABLE sandboxes (name TEXT PRIMARY KEY, registered_at "
+                               "INTEGER NOT NULL);"
+                               "CREATE TABLE sandbox_globals (sandbox TEXT NOT NULL REFERENCES "
+                               "sandboxes(name) ON DELETE CASCADE, serial INTEGER NOT NULL "
+                               "REFERENCES secrets(serial) ON DELETE CASCADE, PRIMARY KEY "
+                               "(sandbox, serial));"
+                               "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
+                               "CREATE TABLE kit_bindings (sandbox TEXT NOT NULL REFERENCES "
+                               "sandboxes(name) ON DELETE CASCADE, service TEXT NOT NULL, env "
+                               "TEXT NOT NULL, inject TEXT NOT NULL, PRIMARY KEY (sandbox, "
+                               "service))"})
+                    .ok());
+    ASSERT_TRUE((*db)->Exec("INSERT INTO sandboxes (name, registered_at) VALUES ('box1', 1)").ok());
+    ASSERT_TRUE((*db)
+                    ->Exec("INSERT INTO kit_bindings (sandbox, service, env, inject) VALUES "
+                           "('box1', 'github', 'GIT_PAT', "
+                           "'collect.evil.test bearer\napi.github.com header:X-Token')")
+                    .ok());
+  }
+  auto db = StateDb::Open(DbPath() + ".v2");
+  ASSERT_TRUE(db.ok()) << db.status();
+  db_ = std::move(*db);
+  auto store = SecretStore::Open(db_.get(), KeyPath());
+  ASSERT_TRUE(store.ok()) << store.status();
+  store_ = std::move(*store);
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "github", "g")).ok());
+
+  EXPECT_TRUE(Values(store_->Resolve("box1", "collect.evil.test")).empty());
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.github.com")),
+            std::vector<std::string>{"g:header:X-Token"});
+  EXPECT_TRUE(Values(store_->Resolve("box1", "github.com")).empty());
+  EXPECT_EQ(store_->Sentinels("box1")->at("GIT_PAT"), "proxy-managed");
+}
+
+TEST_F(SecretStoreTest, ASuppressedServiceIsNeitherInTheEnvNorInjected) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "github", "g")).ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", "a")).ok());
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "openai", "o")).ok());
+  // The runtime phase: github and openai are the install phase's only;
+  // mistral (no secret) too.
+  auto runtime = store_->BindKit("box1", {Suppress("github"), Bind("anthropic", "CLAUDE_KEY"),
+                                          Suppress("openai"), Suppress("mistral")});
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  EXPECT_TRUE(runtime->empty()) << "a suppressed service is never unbound";
+
+  EXPECT_EQ(*store_->Sentinels("box1"),
+            (std::map<std::string, std::string>{{"ANTHROPIC_API_KEY", "proxy-managed"},
+                                                {"CLAUDE_KEY", "proxy-managed"}}));
+  EXPECT_TRUE(Values(store_->Resolve("box1", "api.github.com")).empty());
+  EXPECT_TRUE(Values(store_->Resolve("box1", "github.com")).empty());
+  EXPECT_TRUE(Values(store_->Resolve("box1", "api.openai.com")).empty());
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
+            std::vector<std::string>{"a:header:x-api-key"});
+  // Another sandbox is not bound.
+  EXPECT_EQ(store_->Sentinels("box2")->at("GH_TOKEN"), "proxy-managed");
+  EXPECT_EQ(Values(store_->Resolve("box2", "api.github.com")),
+            std::vector<std::string>{"g:bearer"});
+
+  // The install phase: github bound, anthropic hidden.
+  auto install = store_->BindKit("box1", {Bind("github", "GIT_PAT"), Suppress("anthropic")});
+  ASSERT_TRUE(install.ok()) << install.status();
+  EXPECT_TRUE(install->empty());
+  EXPECT_EQ(*store_->Sentinels("box1"),
+            (std::map<std::string, std::string>{{"GH_TOKEN", "proxy-managed"},
+                                                {"GITHUB_TOKEN", "proxy-managed"},
+                                                {"GIT_PAT", "proxy-managed"},
+                                                {"OPENAI_API_KEY", "proxy-managed"}}));
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.github.com")),
+            std::vector<std::string>{"g:bearer"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.openai.com")),
+            std::vector<std::string>{"o:bearer"});
+  EXPECT_TRUE(Values(store_->Resolve("box1", "api.anthropic.com")).empty());
+
+  // Suppression survives a restart, and ends with the binding.
+  Reopen();
+  EXPECT_EQ(store_->Sentinels("box1")->count("ANTHROPIC_API_KEY"), 0u);
+  EXPECT_TRUE(Values(store_->Resolve("box1", "api.anthropic.com")).empty());
+  ASSERT_TRUE(store_->BindKit("box1", {}).ok());
+  EXPECT_EQ(store_->Sentinels("box1")->at("ANTHROPIC_API_KEY"), "proxy-managed");
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
+            std::vector<std::string>{"a:header:x-api-key"});
 }
 
 TEST_F(SecretStoreTest, RebindReplacesAndAnEmptyListRemoves) {
   ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "anthropic", "a")).ok());
   ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "openai", "o")).ok());
-  ASSERT_TRUE(store_
-                  ->BindKit("box1", {Bind("anthropic", "OLD_KEY", {{"old.example.com", "bearer"}}),
-                                     Bind("openai", "OPENAI_TOO")})
-                  .ok());
   ASSERT_TRUE(
-      store_->BindKit("box1", {Bind("anthropic", "NEW_KEY", {{"new.example.com", "bearer"}})})
+      store_
+          ->BindKit("box1", {Bind("anthropic", "OLD_KEY", {{"api.anthropic.com", "bearer"}}),
+                             Bind("openai", "OPENAI_TOO")})
           .ok());
+  ASSERT_TRUE(store_
+                  ->BindKit("box1", {Bind("anthropic", "NEW_KEY",
+                                          {{"api.anthropic.com", "header:X-Api-Key=Key %s"}})})
+                  .ok());
   auto env = store_->Sentinels("box1");
   EXPECT_EQ(env->count("OLD_KEY"), 0u);
   EXPECT_EQ(env->count("OPENAI_TOO"), 0u);
   EXPECT_EQ(env->at("NEW_KEY"), "proxy-managed");
-  EXPECT_TRUE(Values(store_->Resolve("box1", "old.example.com")).empty());
-  EXPECT_EQ(Values(store_->Resolve("box1", "new.example.com")),
-            std::vector<std::string>{"a:bearer"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
+            std::vector<std::string>{"a:header:X-Api-Key=Key %s"});
 
   auto none = store_->BindKit("box1", {});
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->empty());
   EXPECT_EQ(store_->Sentinels("box1")->count("NEW_KEY"), 0u);
-  EXPECT_TRUE(Values(store_->Resolve("box1", "new.example.com")).empty());
   EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
             std::vector<std::string>{"a:header:x-api-key"});
   EXPECT_EQ((*db_->Query("SELECT COUNT(*) FROM kit_bindings"))[0][0], "0");
@@ -499,41 +659,86 @@ TEST_F(SecretStoreTest, ForgetDeletesTheKitBindings) {
   ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", "a")).ok());
   ASSERT_TRUE(store_
                   ->BindKit("box1", {Bind("anthropic", "CLAUDE_KEY",
-                                          {{"llm.example.com", "header:X-Api-Key"}})})
+                                          {{"api.anthropic.com", "header:X-Api-Key=Key %s"}})})
                   .ok());
   ASSERT_TRUE(store_->BindKit("box2", {Bind("anthropic", "CLAUDE_KEY")}).ok());
   ASSERT_TRUE(store_->ForgetSandbox("box1").ok());
   EXPECT_EQ((*db_->Query("SELECT sandbox FROM kit_bindings"))[0], std::vector<std::string>{"box2"});
-  // A new box1 starts afresh: built-in names and hosts only.
+  // A new box1 starts afresh: built-in names and formats only.
   auto env = store_->Sentinels("box1");
   EXPECT_EQ(*env, (std::map<std::string, std::string>{{"ANTHROPIC_API_KEY", "proxy-managed"}}));
-  EXPECT_TRUE(Values(store_->Resolve("box1", "llm.example.com")).empty());
   EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
             std::vector<std::string>{"a:header:x-api-key"});
   EXPECT_EQ(store_->Sentinels("box2")->at("CLAUDE_KEY"), "proxy-managed");
 }
 
+TEST_F(SecretStoreTest, ForgetKeepingSecretsLetsARetryRegisterAfresh) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "openai", "own")).ok());
+  // A create binds, finds github unbound and fails...
+  auto first = store_->BindKit("box1", {Bind("github", "GIT_PAT"), Bind("openai", "")});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, std::vector<std::string>{"github"});
+  // ...the user sets the global; the stale registration predates it.
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "github", "g")).ok());
+  EXPECT_EQ(*store_->BindKit("box1", {Bind("github", "GIT_PAT")}),
+            std::vector<std::string>{"github"});
+
+  // vmmd's cleanup of the failed create.
+  auto forgot = store_->ForgetSandbox("box1", /*keep_secrets=*/true);
+  ASSERT_TRUE(forgot.ok()) << forgot.status();
+  EXPECT_EQ(*forgot, 0);
+  EXPECT_EQ((*db_->Query("SELECT COUNT(*) FROM kit_bindings"))[0][0], "0");
+  EXPECT_TRUE(db_->Query("SELECT name FROM sandboxes")->empty());
+  EXPECT_EQ(Ids(*store_->List("")), (std::vector<std::string>{"github@global", "openai@box1"}));
+
+  // The retry registers now, with the global.
+  auto retry = store_->BindKit("box1", {Bind("github", "GIT_PAT"), Bind("openai", "")});
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_TRUE(retry->empty());
+  EXPECT_EQ(*store_->Sentinels("box1"),
+            (std::map<std::string, std::string>{{"GH_TOKEN", "proxy-managed"},
+                                                {"GITHUB_TOKEN", "proxy-managed"},
+                                                {"GIT_PAT", "proxy-managed"},
+                                                {"OPENAI_API_KEY", "proxy-managed"}}));
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.github.com")),
+            std::vector<std::string>{"g:bearer"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.openai.com")),
+            std::vector<std::string>{"own:bearer"});
+  // An unknown name is not an error either way; a plain Forget still
+  // deletes the sandbox's secrets.
+  EXPECT_EQ(*store_->ForgetSandbox("never-seen", true), 0);
+  EXPECT_EQ(store_->ForgetSandbox("", true).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*store_->ForgetSandbox("box1"), 1);
+  EXPECT_EQ(Ids(*store_->List("")), std::vector<std::string>{"github@global"});
+}
+
 TEST_F(SecretStoreTest, KitBindingsSurviveReopening) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "github", "g")).ok());
   ASSERT_TRUE(store_->Set(Service(Scope::kSandbox, "box1", "anthropic", "a")).ok());
   ASSERT_TRUE(store_
-                  ->BindKit("box1", {Bind("anthropic", "CLAUDE_KEY",
-                                          {{"llm.example.com", "header:X-Api-Key=Token %s"},
-                                           {"llm2.example.com", "basic:me"}})})
+                  ->BindKit("box1", {Bind("github", "GIT_PAT",
+                                          {{"api.github.com", "header:Authorization=token %s"},
+                                           {"github.com", "basic:me"}}),
+                                     Suppress("anthropic")})
                   .ok());
   Reopen();
-  EXPECT_EQ(store_->Sentinels("box1")->at("CLAUDE_KEY"), "proxy-managed");
-  EXPECT_EQ(Values(store_->Resolve("box1", "llm.example.com")),
-            std::vector<std::string>{"a:header:X-Api-Key=Token %s"});
-  EXPECT_EQ(Values(store_->Resolve("box1", "llm2.example.com")),
-            std::vector<std::string>{"a:basic:me"});
+  EXPECT_EQ(store_->Sentinels("box1")->at("GIT_PAT"), "proxy-managed");
+  EXPECT_EQ(store_->Sentinels("box1")->count("ANTHROPIC_API_KEY"), 0u);
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.github.com")),
+            std::vector<std::string>{"g:header:Authorization=token %s"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "github.com")), std::vector<std::string>{"g:basic:me"});
   EXPECT_TRUE(Values(store_->Resolve("box1", "api.anthropic.com")).empty());
 }
 
 TEST_F(SecretStoreTest, AnInvalidBindKitNamesTheFieldAndChangesNothing) {
   ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", "a")).ok());
   ASSERT_TRUE(
-      store_->BindKit("box1", {Bind("anthropic", "CLAUDE_KEY", {{"llm.example.com", "bearer"}})})
+      store_->BindKit("box1", {Bind("anthropic", "CLAUDE_KEY", {{"api.anthropic.com", "bearer"}})})
           .ok());
+  KitBinding suppress_env = Suppress("github");
+  suppress_env.env = "GIT_PAT";
+  KitBinding suppress_inject = Suppress("github");
+  suppress_inject.inject = {{"api.github.com", "bearer"}};
   const KitInject ok_inject{"api.codeforge.dev", "header:X-Token"};
   std::vector<KitInject> too_many;
   for (size_t i = 0; i <= kMaxHostsPerSecret; ++i) {
@@ -582,6 +787,11 @@ TEST_F(SecretStoreTest, AnInvalidBindKitNamesTheFieldAndChangesNothing) {
        {Bind("codeforge", "", {{"api.codeforge.dev", "header:X\nY"}})},
        "credentials[0]: inject[0].format"},
       {"box1", {Bind("codeforge", "", too_many)}, "credentials[0]: inject"},
+      {"box1",
+       {Bind("github", "", {{"api.github.com", "bearer"}, {"collect.evil.test", "bearer"}})},
+       "credentials[0]: inject[1].domain"},
+      {"box1", {Bind("anthropic", "X"), suppress_env}, "credentials[1]: suppress"},
+      {"box1", {suppress_inject}, "credentials[0]: suppress"},
   };
   for (const auto& c : cases) {
     auto r = store_->BindKit(c.sandbox, c.bindings);
@@ -592,7 +802,7 @@ TEST_F(SecretStoreTest, AnInvalidBindKitNamesTheFieldAndChangesNothing) {
   // Nothing changed: box1 keeps its binding, no other sandbox was
   // registered or bound.
   EXPECT_EQ(store_->Sentinels("box1")->at("CLAUDE_KEY"), "proxy-managed");
-  EXPECT_EQ(Values(store_->Resolve("box1", "llm.example.com")),
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.anthropic.com")),
             std::vector<std::string>{"a:bearer"});
   EXPECT_EQ((*db_->Query("SELECT COUNT(*) FROM kit_bindings"))[0][0], "1");
   EXPECT_EQ((*db_->Query("SELECT name FROM sandboxes"))[0], std::vector<std::string>{"box1"});

@@ -139,10 +139,11 @@ grpc::Status SecretsService::Resolve(grpc::ServerContext* ctx, const pb::Resolve
 
 grpc::Status SecretsService::Forget(grpc::ServerContext*, const pb::ForgetRequest* req,
                                     pb::ForgetResponse*) {
-  auto deleted = store_->ForgetSandbox(req->sandbox());
+  auto deleted = store_->ForgetSandbox(req->sandbox(), req->keep_secrets());
   if (!deleted.ok()) return ToGrpc(deleted.status());
-  AIRLOCK_LOG_INFO("sandbox forgotten",
-                   {{"sandbox", req->sandbox()}, {"secrets_deleted", std::to_string(*deleted)}});
+  AIRLOCK_LOG_INFO("sandbox forgotten", {{"sandbox", req->sandbox()},
+                                         {"keep_secrets", req->keep_secrets() ? "true" : "false"},
+                                         {"secrets_deleted", std::to_string(*deleted)}});
   return grpc::Status::OK;
 }
 
@@ -167,7 +168,8 @@ grpc::Status SecretsService::BindKit(grpc::ServerContext*, const pb::BindKitRequ
     b.service = c.service();
     b.env = c.env();
     for (const pb::KitInject& i : c.inject()) b.inject.push_back(KitInject{i.domain(), i.format()});
-    services.push_back(b.service);
+    b.suppress = c.suppress();
+    services.push_back(c.suppress() ? absl::StrCat(b.service, "(suppressed)") : b.service);
     bindings.push_back(std::move(b));
   }
   auto unbound = store_->BindKit(req->sandbox(), bindings);

@@ -27,13 +27,15 @@ class SecretsService final : public airlock::secrets::v1::Secrets::Service {
   // unless AuthorizeResolver accepts the caller's transport identity.
   grpc::Status Resolve(grpc::ServerContext*, const airlock::secrets::v1::ResolveRequest*,
                        airlock::secrets::v1::ResolveResponse*) override;
-  // Forget deletes a removed sandbox's own secrets and its registration.
+  // Forget deletes a removed sandbox's own secrets and its registration
+  // (with keep_secrets, only the registration and its Kit bindings).
   grpc::Status Forget(grpc::ServerContext*, const airlock::secrets::v1::ForgetRequest*,
                       airlock::secrets::v1::ForgetResponse*) override;
   grpc::Status Services(grpc::ServerContext*, const airlock::secrets::v1::ServicesRequest*,
                         airlock::secrets::v1::ServicesResponse*) override;
   // BindKit replaces a sandbox's Kit credential bindings
-  // (SecretStore::BindKit) and reports the services left without a secret.
+  // (SecretStore::BindKit, suppressing ones included) and reports the
+  // services left without a secret.
   grpc::Status BindKit(grpc::ServerContext*, const airlock::secrets::v1::BindKitRequest*,
                        airlock::secrets::v1::BindKitResponse*) override;
 

@@ -263,7 +263,7 @@ TEST(SecretsServiceTest, BindKitPlacesAServiceWhereTheKitSays) {
   anthropic->set_service("anthropic");
   anthropic->set_env("CLAUDE_KEY");
   pb::KitInject* inject = anthropic->add_inject();
-  inject->set_domain("llm.example.com");
+  inject->set_domain("api.anthropic.com");
   inject->set_format("header:X-Api-Key=Token %s");
   pb::KitCredential* codeforge = req.add_credentials();
   codeforge->set_service("codeforge");
@@ -280,13 +280,10 @@ TEST(SecretsServiceTest, BindKitPlacesAServiceWhereTheKitSays) {
   EXPECT_EQ(env.env().at("CLAUDE_KEY"), "proxy-managed");
   EXPECT_EQ(env.env().at("ANTHROPIC_API_KEY"), "proxy-managed");
   pb::ResolveResponse resolved;
-  ASSERT_TRUE(Resolve(stub, "box1", "llm.example.com:443", &resolved).ok());
+  ASSERT_TRUE(Resolve(stub, "box1", "api.anthropic.com:443", &resolved).ok());
   ASSERT_EQ(resolved.credentials_size(), 1);
   EXPECT_EQ(resolved.credentials(0).value(), kValue);
   EXPECT_EQ(resolved.credentials(0).format(), "header:X-Api-Key=Token %s");
-  pb::ResolveResponse builtin;
-  ASSERT_TRUE(Resolve(stub, "box1", "api.anthropic.com", &builtin).ok());
-  EXPECT_EQ(builtin.credentials_size(), 0);
 
   // A second binding of one service is refused, naming the field, and
   // changes nothing.
@@ -303,8 +300,9 @@ TEST(SecretsServiceTest, BindKitPlacesAServiceWhereTheKitSays) {
   EXPECT_NE(s.error_message().find("credentials[0]: inject[0].format"), std::string::npos)
       << s.error_message();
   resolved.Clear();
-  ASSERT_TRUE(Resolve(stub, "box1", "llm.example.com", &resolved).ok());
-  EXPECT_EQ(resolved.credentials_size(), 1);
+  ASSERT_TRUE(Resolve(stub, "box1", "api.anthropic.com", &resolved).ok());
+  ASSERT_EQ(resolved.credentials_size(), 1);
+  EXPECT_EQ(resolved.credentials(0).format(), "header:X-Api-Key=Token %s");
 
   // An empty list removes the bindings.
   pb::BindKitRequest none;
@@ -314,9 +312,118 @@ TEST(SecretsServiceTest, BindKitPlacesAServiceWhereTheKitSays) {
   env.Clear();
   ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
   EXPECT_EQ(env.env().count("CLAUDE_KEY"), 0u);
-  builtin.Clear();
+  pb::ResolveResponse builtin;
   ASSERT_TRUE(Resolve(stub, "box1", "api.anthropic.com", &builtin).ok());
-  EXPECT_EQ(builtin.credentials_size(), 1);
+  ASSERT_EQ(builtin.credentials_size(), 1);
+  EXPECT_EQ(builtin.credentials(0).format(), "header:x-api-key");
+}
+
+TEST(SecretsServiceTest, BindKitRefusesToSendABuiltInServicesSecretElsewhere) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  pb::Secrets::Stub& stub = server.stub();
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetGlobal(stub, "github", kValue, &info).ok());
+
+  pb::BindKitRequest req;
+  req.set_sandbox("box1");
+  pb::KitCredential* github = req.add_credentials();
+  github->set_service("github");
+  github->set_env("GIT_PAT");
+  github->add_inject()->set_domain("collect.evil.test");
+  github->mutable_inject(0)->set_format("bearer");
+  pb::BindKitResponse bound;
+  grpc::Status s = BindKit(stub, req, &bound);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find(
+                "kit credential github: inject domain \"collect.evil.test\" is not one of "
+                "github's hosts (api.github.com, github.com); a kit cannot send a stored secret "
+                "elsewhere"),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(s.error_message().find(kValue), std::string::npos);
+
+  // Nothing was bound: the token goes to GitHub only, as built in.
+  pb::ResolveResponse evil;
+  ASSERT_TRUE(Resolve(stub, "box1", "collect.evil.test", &evil).ok());
+  EXPECT_EQ(evil.credentials_size(), 0);
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env().count("GIT_PAT"), 0u);
+  pb::ResolveResponse api;
+  ASSERT_TRUE(Resolve(stub, "box1", "api.github.com", &api).ok());
+  ASSERT_EQ(api.credentials_size(), 1);
+  EXPECT_EQ(api.credentials(0).format(), "bearer");
+
+  // One of github's own hosts, in the Kit's format, binds.
+  github->mutable_inject(0)->set_domain("github.com");
+  github->mutable_inject(0)->set_format("basic:git");
+  s = BindKit(stub, req, &bound);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(bound.unbound_size(), 0);
+  pb::ResolveResponse git;
+  ASSERT_TRUE(Resolve(stub, "box1", "github.com", &git).ok());
+  ASSERT_EQ(git.credentials_size(), 1);
+  EXPECT_EQ(git.credentials(0).format(), "basic:git");
+  api.Clear();
+  ASSERT_TRUE(Resolve(stub, "box1", "api.github.com", &api).ok());
+  EXPECT_EQ(api.credentials_size(), 0);
+}
+
+TEST(SecretsServiceTest, BindKitSuppressHidesAServiceForThePhase) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  pb::Secrets::Stub& stub = server.stub();
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetGlobal(stub, "github", kValue, &info).ok());
+
+  pb::BindKitRequest req;
+  req.set_sandbox("box1");
+  req.add_credentials()->set_service("github");
+  req.mutable_credentials(0)->set_suppress(true);
+  req.add_credentials()->set_service("openai");  // no secret, suppressed
+  req.mutable_credentials(1)->set_suppress(true);
+  pb::BindKitResponse bound;
+  grpc::Status s = BindKit(stub, req, &bound);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(bound.unbound_size(), 0);
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env().count("GH_TOKEN"), 0u);
+  EXPECT_EQ(env.env().count("GITHUB_TOKEN"), 0u);
+  for (const char* host : {"api.github.com", "github.com"}) {
+    pb::ResolveResponse resolved;
+    ASSERT_TRUE(Resolve(stub, "box1", host, &resolved).ok());
+    EXPECT_EQ(resolved.credentials_size(), 0) << host;
+  }
+
+  // A suppressed binding carries neither env nor inject.
+  pb::BindKitRequest bad = req;
+  bad.mutable_credentials(0)->set_env("GIT_PAT");
+  s = BindKit(stub, bad, &bound);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("credentials[0]: suppress"), std::string::npos)
+      << s.error_message();
+  bad = req;
+  bad.mutable_credentials(1)->add_inject()->set_domain("api.openai.com");
+  bad.mutable_credentials(1)->mutable_inject(0)->set_format("bearer");
+  s = BindKit(stub, bad, &bound);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("credentials[1]: suppress"), std::string::npos)
+      << s.error_message();
+
+  // The next phase binds it: the secret is back.
+  pb::BindKitRequest next;
+  next.set_sandbox("box1");
+  next.add_credentials()->set_service("github");
+  ASSERT_TRUE(BindKit(stub, next, &bound).ok());
+  env.Clear();
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env().at("GH_TOKEN"), "proxy-managed");
+  pb::ResolveResponse resolved;
+  ASSERT_TRUE(Resolve(stub, "box1", "api.github.com", &resolved).ok());
+  ASSERT_EQ(resolved.credentials_size(), 1);
+  EXPECT_EQ(resolved.credentials(0).value(), kValue);
 }
 
 TEST(SecretsServiceTest, ForgetDeletesTheKitBindings) {
@@ -342,6 +449,50 @@ TEST(SecretsServiceTest, ForgetDeletesTheKitBindings) {
   ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
   EXPECT_EQ(env.env().count("LLM_KEY"), 0u);
   EXPECT_EQ(env.env().at("OPENAI_API_KEY"), "proxy-managed");
+}
+
+TEST(SecretsServiceTest, ForgetKeepingSecretsLetsAFailedCreateBeRetried) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  pb::Secrets::Stub& stub = server.stub();
+  grpc::ClientContext sctx;
+  pb::SetRequest own;
+  own.set_scope(pb::SANDBOX);
+  own.set_sandbox("box1");
+  own.set_service("openai");
+  own.set_value(kValue);
+  pb::SecretInfo info;
+  ASSERT_TRUE(stub.Set(&sctx, own, &info).ok());
+
+  pb::BindKitRequest req;
+  req.set_sandbox("box1");
+  req.add_credentials()->set_service("github");
+  req.mutable_credentials(0)->set_env("GIT_PAT");
+  pb::BindKitResponse bound;
+  ASSERT_TRUE(BindKit(stub, req, &bound).ok());
+  ASSERT_EQ(bound.unbound_size(), 1);  // the create fails here
+  ASSERT_TRUE(SetGlobal(stub, "github", "ghp-later", &info).ok());
+
+  grpc::ClientContext fctx;
+  pb::ForgetRequest forget;
+  forget.set_sandbox("box1");
+  forget.set_keep_secrets(true);
+  pb::ForgetResponse fresp;
+  grpc::Status s = stub.Forget(&fctx, forget, &fresp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+
+  bound.Clear();
+  ASSERT_TRUE(BindKit(stub, req, &bound).ok());
+  EXPECT_EQ(bound.unbound_size(), 0);
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env().at("GIT_PAT"), "proxy-managed");
+  EXPECT_EQ(env.env().at("OPENAI_API_KEY"), "proxy-managed");
+  pb::ResolveResponse resolved;
+  ASSERT_TRUE(Resolve(stub, "box1", "api.openai.com", &resolved).ok());
+  ASSERT_EQ(resolved.credentials_size(), 1);
+  EXPECT_EQ(resolved.credentials(0).id(), "openai@box1");
+  EXPECT_EQ(resolved.credentials(0).value(), kValue);
 }
 
 // Makes a CA, a server cert for 127.0.0.1 and client certs for CN=proxyd

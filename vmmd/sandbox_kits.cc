@@ -35,22 +35,24 @@ if [ "$tmpfs" = 1 ] && ! mountpoint -q "$path"; then
   [ -n "$size" ] && opts="$opts,size=$size"
   mount -t tmpfs -o "$opts" tmpfs "$path"
 fi
-chown agent:agent "$path" 2>/dev/null || true
+chown -h agent:agent "$path" 2>/dev/null || true
 [ -n "$mode" ] && chmod "$mode" "$path"
 exit 0)";
 
-// Files: $1 path, $2 mode, $3 overwrite ("1"/"0"); content on stdin is
-// not available to GuestRun, so it comes as $4.
+// Files: $1 path, $2 mode, $3 overwrite ("1"/"0"), $4 content (one exec
+// argument; policyd caps it at 96 KiB). Written through a fresh temporary
+// file and renamed, so a link planted at the path is replaced, never
+// followed.
 constexpr char kFileScript[] = R"(set -e
 path=$1 mode=$2 overwrite=$3
-if [ "$overwrite" = 0 ] && [ -e "$path" ]; then exit 0; fi
+if [ "$overwrite" = 0 ] && { [ -e "$path" ] || [ -L "$path" ]; }; then exit 0; fi
 dir=$(dirname "$path")
-if [ ! -d "$dir" ]; then mkdir -p "$dir"; chown agent:agent "$dir" 2>/dev/null || true; fi
-tmp="$path.airlock-tmp"
+if [ ! -d "$dir" ]; then mkdir -p "$dir"; chown -h agent:agent "$dir" 2>/dev/null || true; fi
+tmp=$(mktemp "$dir/.airlock-kit.XXXXXX")
 printf '%s' "$4" > "$tmp"
 chown agent:agent "$tmp" 2>/dev/null || true
 chmod "${mode:-0644}" "$tmp"
-mv -f "$tmp" "$path")";
+mv -fT "$tmp" "$path")";
 
 std::string Describe(const pb::KitHook& h) {
   std::string cmd = absl::StrJoin(h.command(), " ");
@@ -64,7 +66,8 @@ std::string Tail(const std::string& out) {
 
 }  // namespace
 
-absl::StatusOr<pb::ResolveResponse> SandboxManager::ResolveKits(const vmm::SandboxSpec& spec) {
+absl::StatusOr<pb::ResolveResponse> SandboxManager::ResolveKits(const vmm::SandboxSpec& spec,
+                                                                bool create) {
   auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(60));
@@ -74,6 +77,7 @@ absl::StatusOr<pb::ResolveResponse> SandboxManager::ResolveKits(const vmm::Sandb
   *req.mutable_args() = spec.kit_args();
   *req.mutable_env() = spec.env();
   req.set_allow_privileged(spec.allow_privileged());
+  req.set_create(create);
   pb::ResolveResponse resp;
   grpc::Status s = policy->Resolve(&ctx, req, &resp);
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
@@ -102,6 +106,17 @@ absl::Status SandboxManager::ForgetKits(const std::string& name) {
   return absl::OkStatus();
 }
 
+void SandboxManager::ForgetKitRegistration(const std::string& name) {
+  auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(10));
+  airlock::secrets::v1::ForgetRequest req;
+  req.set_sandbox(name);
+  req.set_keep_secrets(true);
+  airlock::secrets::v1::ForgetResponse resp;
+  (void)secrets->Forget(&ctx, req, &resp);
+}
+
 absl::Status SandboxManager::SetKitPhase(const std::string& name, const pb::KitPlan& plan,
                                          const std::string& phase) {
   auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
@@ -112,9 +127,15 @@ absl::Status SandboxManager::SetKitPhase(const std::string& name, const pb::KitP
   req.set_phase(phase);
   pb::SetKitPhaseResponse resp;
   grpc::Status s = policy->SetKitPhase(&ctx, req, &resp);
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::UnavailableError(absl::StrCat(
+        "policyd at ", options_.policyd_socket, " did not put the kits' ", phase,
+        " network rules in force (", s.error_message(), "); start it with `airlock daemon start`"));
+  }
   if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat("policyd did not put the kits' ", phase,
-                                               " network rules in force: ", s.error_message()));
+    return absl::FailedPreconditionError(absl::StrCat("policyd refused the kits' ", phase,
+                                                      " phase: ", s.error_message()));
   }
   return BindKitCredentials(name, plan, phase);
 }
@@ -127,7 +148,22 @@ absl::Status SandboxManager::BindKitCredentials(const std::string& name, const p
   airlock::secrets::v1::BindKitRequest req;
   req.set_sandbox(name);
   std::set<std::string> required;
+  std::set<std::string> active;
   for (const pb::KitCredential& c : plan.credentials()) {
+    if (std::find(c.phases().begin(), c.phases().end(), phase) != c.phases().end()) {
+      active.insert(c.service());
+    }
+  }
+  for (const pb::KitCredential& c : plan.credentials()) {
+    if (!active.count(c.service())) {
+      // Declared for the other phase only: nothing of it now, not even the
+      // built-in service's own hosts and variables.
+      airlock::secrets::v1::KitCredential* kc = req.add_credentials();
+      kc->set_service(c.service());
+      kc->set_suppress(true);
+      active.insert(c.service());
+      continue;
+    }
     if (std::find(c.phases().begin(), c.phases().end(), phase) == c.phases().end()) continue;
     airlock::secrets::v1::KitCredential* kc = req.add_credentials();
     kc->set_service(c.service());
@@ -225,12 +261,17 @@ absl::Status SandboxManager::ApplyKitsAtBoot(const std::string& name,
     if (absl::Status s = run(cmd, "kit file " + f.path()); !s.ok()) return s;
   }
   // The environment a hook may see: the baseline the agent always sets,
-  // plus the names it declares, from the sandbox's own environment.
-  std::map<std::string, std::string> env(plan.env().begin(), plan.env().end());
-  if (auto sentinels = SecretSentinels(name); sentinels.ok()) {
-    env.insert(sentinels->begin(), sentinels->end());
-  }
-  for (const auto& [k, v] : sb.spec().env()) env[k] = v;
+  // plus the names it declares, from the sandbox's own environment as the
+  // current phase has it (credentials are scoped by phase).
+  auto phase_env = [&]() {
+    std::map<std::string, std::string> env(plan.env().begin(), plan.env().end());
+    if (auto sentinels = SecretSentinels(name); sentinels.ok()) {
+      env.insert(sentinels->begin(), sentinels->end());
+    }
+    for (const auto& [k, v] : sb.spec().env()) env[k] = v;
+    return env;
+  };
+  std::map<std::string, std::string> env;
   auto hook = [&](const pb::KitHook& h, const std::string& default_user) {
     GuestCommand cmd;
     cmd.argv.assign(h.command().begin(), h.command().end());
@@ -243,6 +284,7 @@ absl::Status SandboxManager::ApplyKitsAtBoot(const std::string& name,
   };
   if (!sb.kit_installed()) {
     if (absl::Status s = SetKitPhase(name, plan, "install"); !s.ok()) return s;
+    env = phase_env();
     for (int i = 0; i < plan.install_size(); ++i) {
       const pb::KitHook& h = plan.install(i);
       (void)Update(name, absl::StrCat("kit install hook ", i + 1, "/", plan.install_size()),
@@ -260,6 +302,7 @@ absl::Status SandboxManager::ApplyKitsAtBoot(const std::string& name,
   }
   // Install rules and install credentials end before anything else runs.
   if (absl::Status s = SetKitPhase(name, plan, "runtime"); !s.ok()) return s;
+  env = phase_env();
   for (int i = 0; i < plan.startup_size(); ++i) {
     const pb::KitHook& h = plan.startup(i);
     if (absl::Status s = run(hook(h, "agent"), absl::StrCat("kit startup hook ", i + 1, " (",
@@ -273,42 +316,87 @@ absl::Status SandboxManager::ApplyKitsAtBoot(const std::string& name,
 
 absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
     const vmm::UpdateKitsRequest& req) {
-  auto current = Get(req.name());
+  std::string name = req.name();
+  vmm::UpdateKitsResponse out;
+  pb::KitPlan plan;
+  google::protobuf::RepeatedPtrField<std::string> kits, skipped;
+  google::protobuf::Map<std::string, std::string> args;
+  if (!req.approve_hold().empty()) {
+    // Approval applies exactly what policyd held; nothing is read again.
+    auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
+    grpc::ClientContext ctx;
+    DeadlineAfter(ctx, seconds(30));
+    pb::ApproveRequest areq;
+    areq.set_hold_id(req.approve_hold());
+    pb::ApproveResponse approved;
+    if (!name.empty()) {
+      // Check the hold is this sandbox's before granting anything.
+      grpc::ClientContext lctx;
+      DeadlineAfter(lctx, seconds(10));
+      pb::ListHoldsRequest lreq;
+      lreq.set_sandbox(name);
+      pb::ListHoldsResponse holds;
+      grpc::Status ls = policy->ListHolds(&lctx, lreq, &holds);
+      if (!ls.ok()) return FromGrpc(ls);
+      bool mine = false;
+      for (const auto& h : holds.holds()) mine |= h.id() == req.approve_hold();
+      if (!mine) {
+        return absl::NotFoundError(absl::StrCat("sandbox ", name, " has no held update ",
+                                                req.approve_hold(), " (`airlock kit holds`)"));
+      }
+    }
+    grpc::Status s = policy->Approve(&ctx, areq, &approved);
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      return absl::UnavailableError(absl::StrCat("policyd at ", options_.policyd_socket, ": ",
+                                                 s.error_message(), " (`airlock daemon start`)"));
+    }
+    if (!s.ok()) return FromGrpc(s);
+    name = approved.sandbox();
+    for (const auto& k : approved.kits()) *kits.Add() = k.ref();
+    args = approved.args();
+    plan = approved.plan();
+    *out.mutable_widenings() = approved.widenings();
+  } else {
+    if (req.kits().empty()) {
+      return absl::InvalidArgumentError("give the kits the sandbox should run (--kit REF)");
+    }
+    kits = req.kits();
+    args = req.kit_args();
+  }
+  auto current = Get(name);
   if (!current.ok()) return current.status();
   if (current->spec().kits().empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "sandbox ", req.name(), " was created without kits; kits are chosen at create"));
+        "sandbox ", name, " was created without kits; kits are chosen at create"));
   }
-  if (req.kits().empty()) {
-    return absl::InvalidArgumentError("give the kits the sandbox should run (--kit REF)");
+  if (req.approve_hold().empty()) {
+    vmm::SandboxSpec spec = current->spec();
+    *spec.mutable_kits() = kits;
+    *spec.mutable_kit_args() = args;
+    auto resolved = ResolveKits(spec, false);
+    if (!resolved.ok()) return resolved.status();
+    *out.mutable_narrowings() = resolved->narrowings();
+    if (!resolved->hold_id().empty()) {
+      *out.mutable_sandbox() = *current;
+      *out.mutable_widenings() = resolved->widenings();
+      out.set_hold_id(resolved->hold_id());
+      return out;
+    }
+    plan = resolved->plan();
+    skipped = resolved->skipped();
   }
-  vmm::SandboxSpec spec = current->spec();
-  spec.mutable_kits()->CopyFrom(req.kits());
-  *spec.mutable_kit_args() = req.kit_args();
-  auto resolved = ResolveKits(spec);
-  if (!resolved.ok()) return resolved.status();
-  vmm::UpdateKitsResponse out;
-  *out.mutable_narrowings() = resolved->narrowings();
-  if (!resolved->hold_id().empty()) {
-    *out.mutable_sandbox() = *current;
-    *out.mutable_widenings() = resolved->widenings();
-    out.set_hold_id(resolved->hold_id());
-    return out;
-  }
-  absl::Status s = Update(req.name(), "", [&](vmm::Sandbox& sb) {
-    sb.mutable_spec()->mutable_kits()->CopyFrom(req.kits());
-    *sb.mutable_spec()->mutable_kit_args() = req.kit_args();
-    *sb.mutable_kit_plan() = resolved->plan();
-    *sb.mutable_kit_skipped() = resolved->skipped();
+  absl::Status s = Update(name, "", [&](vmm::Sandbox& sb) {
+    *sb.mutable_spec()->mutable_kits() = kits;
+    *sb.mutable_spec()->mutable_kit_args() = args;
+    *sb.mutable_kit_plan() = plan;
+    *sb.mutable_kit_skipped() = skipped;
   });
   if (!s.ok()) return s;
   // Credentials follow at once; the phase is runtime once installed.
   if (current->kit_installed()) {
-    if (absl::Status b = BindKitCredentials(req.name(), resolved->plan(), "runtime"); !b.ok()) {
-      return b;
-    }
+    if (absl::Status b = BindKitCredentials(name, plan, "runtime"); !b.ok()) return b;
   }
-  auto updated = Get(req.name());
+  auto updated = Get(name);
   if (!updated.ok()) return updated.status();
   *out.mutable_sandbox() = *updated;
   return out;

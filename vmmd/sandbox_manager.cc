@@ -236,9 +236,17 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   struct KitGrant {
     SandboxManager* manager;
     std::string name;
-    bool held = false;
+    bool reserved = false;  // the name is in creating_
+    bool held = false;      // policyd and secretsd hold state for it
     ~KitGrant() {
-      if (held) (void)manager->ForgetKits(name);
+      if (held) {
+        (void)manager->ForgetKits(name);
+        manager->ForgetKitRegistration(name);
+      }
+      if (reserved) {
+        std::lock_guard<std::mutex> lock(manager->mu_);
+        manager->creating_.erase(name);
+      }
     }
   } kit_grant{this, spec.name()};
   airlock::policy::v1::ResolveResponse kits;
@@ -246,18 +254,20 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   if (!spec.kits().empty()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (records_.count(spec.name())) {
+      if (records_.count(spec.name()) || creating_.count(spec.name())) {
         return absl::AlreadyExistsError(absl::StrCat(
             "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
             "remove it with `airlock rm ", spec.name(), "`"));
       }
+      creating_.insert(spec.name());
+      kit_grant.reserved = true;
     }
     // A grant left by a sandbox of this name that is gone is not this
     // sandbox's consent.
     if (absl::Status s = ForgetKits(spec.name()); !s.ok()) return s;
-    auto resolved = ResolveKits(spec);
-    if (!resolved.ok()) return resolved.status();
     kit_grant.held = true;
+    auto resolved = ResolveKits(spec, true);
+    if (!resolved.ok()) return resolved.status();
     kits = std::move(*resolved);
     kit_skipped.assign(kits.skipped().begin(), kits.skipped().end());
     if (absl::Status s = ApplyKitPlanToSpec(kits.plan(), &spec, &kit_skipped); !s.ok()) return s;
@@ -373,8 +383,9 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (records_.count(spec.name())) {
-      // A create of the same name won the race; the grant is now its own.
+    if (records_.count(spec.name()) || (!kit_grant.reserved && creating_.count(spec.name()))) {
+      // A create of the same name won the race; what policyd and secretsd
+      // hold for the name is its own.
       kit_grant.held = false;
       return absl::AlreadyExistsError(absl::StrCat(
           "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
@@ -573,6 +584,17 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       if (mount_shares) {
         if (absl::Status ks = ApplyKitsAtBoot(name, *channel); !ks.ok()) {
           return absl::Status(ks.code(), FailureReason(name, std::string(ks.message())));
+        }
+      } else if (sb.has_kit_plan()) {
+        // Reattaching (vmmd restarted under a live guest): an install cut
+        // short cannot be resumed; a finished one means runtime rules.
+        if (!sb.kit_installed()) {
+          return absl::FailedPreconditionError(FailureReason(
+              name, "vmmd restarted while the kits' install hooks ran; start the sandbox again "
+                    "(`airlock stop` then `airlock start`) to rerun them"));
+        }
+        if (absl::Status ps = SetKitPhase(name, sb.kit_plan(), "runtime"); !ps.ok()) {
+          return absl::Status(ps.code(), FailureReason(name, std::string(ps.message())));
         }
       }
       {
@@ -788,11 +810,12 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
     // new sandbox of the same name would inherit its secrets.
     bool kits = !it->second.sb.spec().kits().empty();
     lock.unlock();
-    if (absl::Status fs = ForgetSecrets(name); !fs.ok()) return fs;
-    // Likewise policyd its kit grant, rules and held updates.
+    // Likewise policyd its kit grant, rules and held updates, first: a
+    // sandbox left without its grant fails closed (no update, no boot).
     if (kits) {
       if (absl::Status fk = ForgetKits(name); !fk.ok()) return fk;
     }
+    if (absl::Status fs = ForgetSecrets(name); !fs.ok()) return fs;
     lock.lock();
     it = records_.find(name);
     if (it == records_.end()) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -172,8 +173,13 @@ class SandboxManager {
 
   // Kits (sandbox_kits.cc). ResolveKits asks policyd to resolve and gate
   // the spec's kits; ForgetKits drops a sandbox's grant there.
+  // `create` grants (see ResolveRequest.create).
   absl::StatusOr<airlock::policy::v1::ResolveResponse> ResolveKits(
-      const airlock::vmm::v1::SandboxSpec& spec);
+      const airlock::vmm::v1::SandboxSpec& spec, bool create);
+  // ForgetKitRegistration drops what secretsd registered for a create that
+  // did not happen (its kit bindings and globals snapshot), keeping the
+  // sandbox's own secrets.
+  void ForgetKitRegistration(const std::string& name);
   absl::Status ForgetKits(const std::string& name);
   // ApplyKitPlanToSpec applies resources@1 (when no size was asked) and
   // publishes port@1 on free loopback ports.
@@ -201,6 +207,9 @@ class SandboxManager {
   std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, Record> records_;
+  // Names a Create is resolving kits for: a second create of the name
+  // must not touch the first one's grant.
+  std::set<std::string> creating_;
 
   std::mutex accel_mu_;
   std::string accelerator_;

@@ -173,33 +173,11 @@ bool NameCovers(absl::string_view g, absl::string_view c) {
   return false;
 }
 
-// UnderstoodName: a literal name, "*", "**", or "*."/"**." before a
-// literal suffix. Between two of these, "neither covers the other" means
-// the two match disjoint sets of names.
-bool UnderstoodName(absl::string_view n) {
-  if (IsEverything(n)) return true;
-  if (absl::StartsWith(n, "**."))
-    n.remove_prefix(3);
-  else if (absl::StartsWith(n, "*."))
-    n.remove_prefix(2);
-  return !absl::StrContains(n, '*');
-}
-
 bool HostCovers(absl::string_view g, absl::string_view c) {
   if (IsEverything(g)) return true;
   HostPort gh = SplitHost(g), ch = SplitHost(c);
   if (!gh.port.empty() && gh.port != ch.port) return false;
   return NameCovers(gh.name, ch.name);
-}
-
-bool HostsOverlap(absl::string_view a, absl::string_view b) {
-  HostPort ah = SplitHost(a), bh = SplitHost(b);
-  if (!IsEverything(a) && !IsEverything(b) && !ah.port.empty() && !bh.port.empty() &&
-      ah.port != bh.port) {
-    return false;
-  }
-  if (NameCovers(ah.name, bh.name) || NameCovers(bh.name, ah.name)) return true;
-  return !(UnderstoodName(ah.name) && UnderstoodName(bh.name));  // unsure: say they meet
 }
 
 // PathCovers: equal, or `g` is "<prefix>/**" and `c` is under that prefix
@@ -209,17 +187,6 @@ bool PathCovers(absl::string_view g, absl::string_view c) {
   if (!absl::EndsWith(g, "/**")) return false;
   absl::string_view prefix = g.substr(0, g.size() - 2);  // keeps the '/'
   return absl::StartsWith(c, prefix) || absl::StrCat(c, "/") == prefix;
-}
-
-// UnderstoodPath: a literal path, optionally ending in "/**".
-bool UnderstoodPath(absl::string_view p) {
-  if (absl::EndsWith(p, "/**")) p.remove_suffix(3);
-  return !absl::StrContains(p, '*');
-}
-
-bool PathsOverlap(absl::string_view a, absl::string_view b) {
-  if (PathCovers(a, b) || PathCovers(b, a)) return true;
-  return !(UnderstoodPath(a) && UnderstoodPath(b));
 }
 
 struct Atom {
@@ -243,12 +210,6 @@ bool AtomCovers(absl::string_view g, absl::string_view c) {
   Atom ga = ParseAtom(g), ca = ParseAtom(c);
   return (ga.method == "ANY" || ga.method == ca.method) && HostCovers(ga.host, ca.host) &&
          PathCovers(ga.path, ca.path);
-}
-
-bool AtomsOverlap(absl::string_view a, absl::string_view b) {
-  Atom aa = ParseAtom(a), ba = ParseAtom(b);
-  return (aa.method == "ANY" || ba.method == "ANY" || aa.method == ba.method) &&
-         HostsOverlap(aa.host, ba.host) && PathsOverlap(aa.path, ba.path);
 }
 
 template <typename Pred>
@@ -310,29 +271,15 @@ void DiffNetwork(const char* phase, const NetworkSurface& g, const NetworkSurfac
     if (!AtomCoveredBy(p.http_allow, c)) narrow(absl::StrCat("removed allow ", c));
   }
 
-  // Denies. Invariant: a granted deny the proposal no longer covers is a
-  // widening whenever any allow of either surface could reach what it
-  // refused; only a deny nothing could reach goes away silently.
-  std::vector<std::string> allows = g.http_allow;
-  allows.insert(allows.end(), p.http_allow.begin(), p.http_allow.end());
+  // Denies. A granted deny the proposal no longer covers is a widening,
+  // always: even where no kit allow reaches it, the global rules or a
+  // later grant may, and the spec counts every removed deny.
   for (const std::string& d : g.deny_hosts) {
-    if (HostCoveredBy(p.deny_hosts, d)) continue;
-    bool reachable =
-        AnyOf(allows, [&](const std::string& a) { return HostsOverlap(ParseAtom(a).host, d); });
-    if (reachable) {
-      widen(absl::StrCat("removed deny ", d));
-    } else {
-      narrow(absl::StrCat("removed deny ", d, " (no allow reaches it)"));
-    }
+    if (!HostCoveredBy(p.deny_hosts, d)) widen(absl::StrCat("removed deny ", d));
   }
   for (const std::string& d : g.http_deny) {
     if (FromBareHost(d, g.deny_hosts) || AtomCoveredBy(p.http_deny, d)) continue;
-    bool reachable = AnyOf(allows, [&](const std::string& a) { return AtomsOverlap(a, d); });
-    if (reachable) {
-      widen(absl::StrCat("removed deny ", d));
-    } else {
-      narrow(absl::StrCat("removed deny ", d, " (no allow reaches it)"));
-    }
+    widen(absl::StrCat("removed deny ", d));
   }
   for (const std::string& d : p.deny_hosts) {
     if (!HostCoveredBy(g.deny_hosts, d)) narrow(absl::StrCat("new deny ", d));

@@ -68,8 +68,8 @@ Surface ProjectSurface(const Descriptor& effective);
 struct SurfaceDiff {
   // Grants the proposed surface adds. Any widening MUST stop for approval.
   std::vector<std::string> widenings;
-  // Grants it drops, and removals that open nothing (a removed deny no
-  // allow could reach). These apply silently; they are listed for the log.
+  // Grants it drops (a removed allow, a new deny). These apply silently;
+  // they are listed for the log.
   std::vector<std::string> narrowings;
   bool widens() const { return !widenings.empty(); }
 };
@@ -83,8 +83,8 @@ struct SurfaceDiff {
 //    subtler ("/x/*" covers only "/x/*");
 //  - a host-wide allow covers every HTTP atom on that host.
 // A new allow that a granted one covers is not a widening. A granted deny
-// the proposed denies no longer cover is a widening, unless no allow of
-// either surface could reach it. Credentials: a new service in a phase or
+// the proposed denies no longer cover is always a widening (the global
+// rules may allow what it refused). Credentials: a new service in a phase or
 // a new inject domain widens. Storage, ports: a new item widens.
 // Privileged: only false -> true widens. Other services: a new type, or a
 // changed config of one (its digest changes), widens.
