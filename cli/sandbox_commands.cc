@@ -172,6 +172,12 @@ nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
            std::vector<std::string>(sb.kit_skipped().begin(), sb.kit_skipped().end())}};
 }
 
+// PrintKitNotes tells the user, on stderr, what the kits asked for that
+// the sandbox does not get: optional entries left out, types not enforced.
+void PrintKitNotes(const vmm::Sandbox& sb) {
+  for (const auto& note : sb.kit_skipped()) std::cerr << "kit: " << note << "\n";
+}
+
 // CreateFlags are the options shared by create and run.
 struct CreateFlags {
   std::string name;
@@ -325,6 +331,7 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
       PrintError(s);
       return void(*exit_code = 1);
     }
+    PrintKitNotes(resp.sandbox());
     if (!WaitRunning(*stub, resp.sandbox().spec().name())) return void(*exit_code = 1);
     std::cout << resp.sandbox().spec().name() << "\n";
     PrintPorts(*stub, resp.sandbox().spec().name(), std::cerr);
@@ -360,6 +367,7 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
         return void(*exit_code = kExitCannotRun);
       }
       name = resp.sandbox().spec().name();
+      PrintKitNotes(resp.sandbox());
     }
     if (!EnsureStarted(*stub, name, exit_code)) return;
     PrintPorts(*stub, name, std::cerr);

@@ -106,6 +106,14 @@ absl::Status SandboxManager::ForgetKits(const std::string& name) {
   return absl::OkStatus();
 }
 
+std::vector<std::string> SandboxManager::KitNotes(const pb::ResolveResponse& r) {
+  std::vector<std::string> out(r.skipped().begin(), r.skipped().end());
+  for (const auto& type : r.not_enforced()) {
+    out.push_back(absl::StrCat(type, ": accepted and recorded, not enforced by Airlock"));
+  }
+  return out;
+}
+
 void SandboxManager::ForgetKitRegistration(const std::string& name) {
   auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
   grpc::ClientContext ctx;
@@ -319,7 +327,8 @@ absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
   std::string name = req.name();
   vmm::UpdateKitsResponse out;
   pb::KitPlan plan;
-  google::protobuf::RepeatedPtrField<std::string> kits, skipped;
+  google::protobuf::RepeatedPtrField<std::string> kits;
+  std::vector<std::string> skipped;
   google::protobuf::Map<std::string, std::string> args;
   if (!req.approve_hold().empty()) {
     // Approval applies exactly what policyd held; nothing is read again.
@@ -383,13 +392,16 @@ absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
       return out;
     }
     plan = resolved->plan();
-    skipped = resolved->skipped();
+    skipped = KitNotes(*resolved);
   }
   absl::Status s = Update(name, "", [&](vmm::Sandbox& sb) {
     *sb.mutable_spec()->mutable_kits() = kits;
     *sb.mutable_spec()->mutable_kit_args() = args;
     *sb.mutable_kit_plan() = plan;
-    *sb.mutable_kit_skipped() = skipped;
+    if (req.approve_hold().empty()) {
+      sb.clear_kit_skipped();
+      for (const auto& n : skipped) sb.add_kit_skipped(n);
+    }
   });
   if (!s.ok()) return s;
   // Credentials follow at once; the phase is runtime once installed.

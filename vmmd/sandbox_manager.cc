@@ -269,7 +269,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     auto resolved = ResolveKits(spec, true);
     if (!resolved.ok()) return resolved.status();
     kits = std::move(*resolved);
-    kit_skipped.assign(kits.skipped().begin(), kits.skipped().end());
+    kit_skipped = KitNotes(kits);
     if (absl::Status s = ApplyKitPlanToSpec(kits.plan(), &spec, &kit_skipped); !s.ok()) return s;
   }
   auto res = ResolveResources(spec.cpus(), spec.memory_mib(), spec.size(), host_);

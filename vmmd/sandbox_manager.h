@@ -176,6 +176,9 @@ class SandboxManager {
   // `create` grants (see ResolveRequest.create).
   absl::StatusOr<airlock::policy::v1::ResolveResponse> ResolveKits(
       const airlock::vmm::v1::SandboxSpec& spec, bool create);
+  // KitNotes is what the kits asked for that the sandbox does not get:
+  // optional entries left out and accepted types not enforced.
+  static std::vector<std::string> KitNotes(const airlock::policy::v1::ResolveResponse& r);
   // ForgetKitRegistration drops what secretsd registered for a create that
   // did not happen (its kit bindings and globals snapshot), keeping the
   // sandbox's own secrets.
