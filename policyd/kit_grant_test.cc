@@ -150,7 +150,7 @@ TEST(BuildPlanTest, CarriesWhatVmmdApplies) {
   EXPECT_TRUE(plan->credentials(0).optional());
   ASSERT_EQ(plan->credentials(0).inject_size(), 1);
   EXPECT_EQ(plan->credentials(0).inject(0).format(), "bearer");
-  ASSERT_EQ(plan->install_size(), 2);
+  ASSERT_EQ(plan->install_size(), 3);
   EXPECT_EQ(plan->install(1).env(0), "KIT_PROBE_PORT");
   EXPECT_EQ(plan->install(0).command(0), "sh");
   ASSERT_EQ(plan->startup_size(), 1);

@@ -142,6 +142,20 @@ TEST_F(KitE2ETest, RuntimeAllowsOnlyWhatTheKitsGrantAndInstallRulesAreClosed) {
   EXPECT_NE(closed.find("CONNECT tunnel failed, response 403"), std::string::npos) << closed;
 }
 
+TEST_F(KitE2ETest, HooksSeeOnlyWhatTheyDeclareAndCredentialsKeepToTheirPhase) {
+  // The runtime-only github credential was absent from the install hook
+  // that declared GH_TOKEN.
+  auto gh = Guest("cat /var/tmp/kit-install-gh");
+  EXPECT_EQ(gh.out, "gh=none\n") << gh.out << gh.err;
+  // A startup hook that declares nothing sees the baseline only.
+  auto env = Guest("cat /var/tmp/kit-startup-env", "root");
+  EXPECT_NE(env.out.find("PATH="), std::string::npos) << env.out;
+  for (const char* hidden : {"GH_TOKEN", "GITHUB_TOKEN", "AGENT_GREETING", "KIT_PROBE_PORT"}) {
+    EXPECT_EQ(env.out.find(std::string(hidden) + "="), std::string::npos) << hidden << "\n"
+                                                                          << env.out;
+  }
+}
+
 TEST_F(KitE2ETest, GuestHoldsSentinelsAndTheArgExportsNeverTheToken) {
   auto env = Guest("env");
   EXPECT_NE(env.out.find("GH_TOKEN="), std::string::npos) << env.out;

@@ -242,7 +242,7 @@ bool AtomCoveredBy(const std::vector<std::string>& grants, const std::string& it
 bool FromBareHost(const std::string& atom, const std::vector<std::string>& hosts) {
   Atom a = ParseAtom(atom);
   return a.method == "ANY" && a.path == "/**" &&
-         std::find(hosts.begin(), hosts.end(), a.host) != hosts.end();
+         std::binary_search(hosts.begin(), hosts.end(), a.host);
 }
 
 void DiffNetwork(const char* phase, const NetworkSurface& g, const NetworkSurface& p,
