@@ -347,6 +347,30 @@ TEST_F(KitGateTest, ApplyingAnUpdateDropsHoldsJudgedAgainstTheOldGrant) {
   EXPECT_NE(stale.status().message().find("superseded"), std::string::npos);
 }
 
+TEST_F(KitGateTest, AnArgThatWidensIsHeldLikeANewVersion) {
+  // quill.yaml publishes a port from its apiPort arg.
+  auto request = [](const std::string& port, bool create) {
+    pb::ResolveRequest r;
+    r.set_sandbox("q1");
+    r.set_create(create);
+    r.add_kits()->set_ref("policyd/kit/testdata/quill.yaml");
+    (*r.mutable_args())["apiPort"] = port;
+    (*r.mutable_env())["WORKSPACE_DIR"] = "/workspace";
+    return r;
+  };
+  auto created = gate_->Resolve(request("7070", true));
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->plan().ports(0).container(), 7070u);
+  auto same = gate_->Resolve(request("7070", false));
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(same->hold_id().empty());
+  auto moved = gate_->Resolve(request("9090", false));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_FALSE(moved->hold_id().empty());
+  ASSERT_EQ(moved->widenings_size(), 1);
+  EXPECT_NE(moved->widenings(0).find("9090/tcp"), std::string::npos) << moved->widenings(0);
+}
+
 TEST(BuildPlanTest, GuestPathsSizesAndFileLimits) {
   std::string dir = std::string(getenv("TEST_TMPDIR")) + "/paths";
   ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
