@@ -1,10 +1,7 @@
 #include "cli/kit_command.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 
 #include <iostream>
 #include <map>
@@ -25,7 +22,6 @@
 #include "policyd/kit/descriptor.h"
 #include "policyd/kit/document.h"
 #include "policyd/kit/effective.h"
-#include "policyd/kit/oci.h"
 #include "policyd/kit/relations.h"
 #include "policyd/kit/resolve.h"
 #include "policyd/kit/surface.h"
@@ -101,94 +97,19 @@ bool ParseFlags(const PipelineFlags& f, Parsed* out, int* exit_code) {
 
 // ---- Loading and resolving ----
 
-absl::Status InRef(const std::string& ref, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(ref, ": ", s.message()));
-}
+// CheckRef says what a REF may be when nothing is there (the library's
+// own error would only say the file cannot be read).
+absl::Status CheckRef(const std::string& ref) { return KitRefPath(ref).status(); }
 
-// Load reads one ref, saying what a REF may be when nothing is there.
-absl::StatusOr<kit::LoadedKit> Load(const std::string& ref) {
-  struct stat st;
-  if (stat(ref.c_str(), &st) != 0) {
-    int err = errno;
-    if (err == ENOENT || err == ENOTDIR) {
-      return absl::NotFoundError(absl::StrCat(ref, ": no such file or directory; ", kRefIs));
-    }
-    return absl::UnavailableError(absl::StrCat(ref, ": ", strerror(err)));
-  }
-  auto loaded = kit::LoadKitRef(ref);
-  // A descriptor file's errors already start with its path.
-  if (!loaded.ok() && !absl::StartsWith(loaded.status().message(), ref + ": ")) {
-    return InRef(ref, loaded.status());
-  }
-  return loaded;
-}
-
-// ArgsFor picks the supplied args `d` declares: all of them, or those of
-// one phase.
-kit::ArgValues ArgsFor(const kit::Descriptor& d, const kit::ArgValues& supplied,
-                       std::optional<kit::ArgPhase> phase = std::nullopt) {
-  kit::ArgValues out;
-  for (const auto& [name, value] : supplied) {
-    auto it = d.args.find(name);
-    if (it == d.args.end()) continue;
-    if (!phase || it->second.build_phase() == (*phase == kit::ArgPhase::kBuild)) {
-      out[name] = value;
-    }
-  }
-  return out;
-}
-
-// KitView is one ref as given, in its published form (a file's build-phase
-// args expanded), for showing what it declares.
-struct KitView {
-  std::string ref;
-  bool from_oci_layout = false;
-  kit::Descriptor published;
-  kit::ArgValues build_args;  // the build-phase values supplied for a file
-};
-
-absl::StatusOr<KitView> View(const std::string& ref, kit::LoadedKit loaded,
-                             const kit::ArgValues& args) {
-  KitView v;
-  v.ref = ref;
-  v.from_oci_layout = loaded.from_oci_layout;
-  if (loaded.from_oci_layout) {
-    v.published = std::move(loaded.descriptor);
-    return v;
-  }
-  v.build_args = ArgsFor(loaded.descriptor, args, kit::ArgPhase::kBuild);
-  auto expanded = kit::ExpandBuildArgs(loaded.descriptor, v.build_args);
-  if (!expanded.ok()) return InRef(ref, expanded.status());
-  v.published = *std::move(expanded);
-  return v;
-}
-
-// Resolution is a resolved set of refs and the kits as given.
-struct Resolution {
-  std::vector<KitView> kits;  // in the order given
-  kit::ResolvedKits result;
-};
-
-// Resolve runs the pipeline over `refs` (ResolveKits) and keeps each kit's
-// published form for display.
-absl::StatusOr<Resolution> Resolve(const std::vector<std::string>& refs, const kit::ArgValues& args,
-                                   const std::map<std::string, std::string>& env) {
-  std::vector<kit::LoadedKit> loaded;
+// Resolve runs the pipeline over `refs` (ResolveKits), which keeps each
+// kit's published form for display.
+absl::StatusOr<kit::ResolvedKits> Resolve(const std::vector<std::string>& refs,
+                                          const kit::ArgValues& args,
+                                          const std::map<std::string, std::string>& env) {
   for (const std::string& ref : refs) {
-    auto k = Load(ref);
-    if (!k.ok()) return k.status();
-    loaded.push_back(*std::move(k));
+    if (absl::Status s = CheckRef(ref); !s.ok()) return s;
   }
-  Resolution out;
-  auto resolved = kit::ResolveKits(refs, args, env);
-  if (!resolved.ok()) return resolved.status();
-  out.result = *std::move(resolved);
-  for (size_t i = 0; i < refs.size(); ++i) {
-    auto view = View(refs[i], std::move(loaded[i]), args);
-    if (!view.ok()) return view.status();
-    out.kits.push_back(*std::move(view));
-  }
-  return out;
+  return kit::ResolveKits(refs, args, env);
 }
 
 // ErrorLines splits a pipeline error into one line per problem, each
@@ -252,10 +173,9 @@ Json SurfaceJson(const kit::Surface& s) {
           {"services", s.services}};
 }
 
-Json InspectJson(const Resolution& r) {
-  const kit::ResolvedKits& k = r.result;
+Json InspectJson(const kit::ResolvedKits& k) {
   Json kits = Json::array();
-  for (const KitView& v : r.kits) {
+  for (const kit::PublishedKit& v : k.kits) {
     kits.push_back({{"ref", v.ref},
                     {"kind", kit::KitKindName(v.published.kind)},
                     {"display_name", v.published.display_name}});
@@ -279,7 +199,7 @@ Json InspectJson(const Resolution& r) {
           {"skipped", skipped},
           {"args", args},
           {"env_exports", k.env_exports},
-          {"warnings", r.result.warnings}};
+          {"warnings", k.warnings}};
 }
 
 // ---- Text ----
@@ -305,7 +225,7 @@ std::string EntryLine(const kit::CapabilityEntry& e) {
   return line + TypeNote(e.type);
 }
 
-std::string ArgLine(const KitView& v, const std::string& name, const kit::Arg& a,
+std::string ArgLine(const kit::PublishedKit& v, const std::string& name, const kit::Arg& a,
                     const kit::ResolvedKits& r) {
   std::string line = name;
   std::optional<std::string> value;
@@ -338,7 +258,7 @@ std::string ArgLine(const KitView& v, const std::string& name, const kit::Arg& a
   return line;
 }
 
-void PrintKit(std::ostream& out, const KitView& v, const kit::ResolvedKits& r) {
+void PrintKit(std::ostream& out, const kit::PublishedKit& v, const kit::ResolvedKits& r) {
   const kit::Descriptor& d = v.published;
   out << "Kit " << v.ref << "\n";
   if (!d.display_name.empty()) out << "  name:        " << d.display_name << "\n";
@@ -399,13 +319,12 @@ void PrintPhase(std::ostream& out, const char* phase, const kit::NetworkSurface&
   List(out, "    ", "credentials", credentials);
 }
 
-void PrintInspect(std::ostream& out, const Resolution& r) {
-  const kit::ResolvedKits& k = r.result;
-  for (const KitView& v : r.kits) {
+void PrintInspect(std::ostream& out, const kit::ResolvedKits& k) {
+  for (const kit::PublishedKit& v : k.kits) {
     PrintKit(out, v, k);
     out << "\n";
   }
-  if (r.kits.size() > 1) {
+  if (k.kits.size() > 1) {
     out << "Composition: " << absl::StrJoin(k.composition.order, ", ") << " (in this order)\n";
     std::vector<std::string> provides;
     for (const kit::Provide& p : k.composition.merged.provides) provides.push_back(p.text);
@@ -479,17 +398,17 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
       }
       return;
     }
-    std::vector<std::string> warnings = Warnings(r->result);
+    std::vector<std::string> warnings = Warnings(*r);
     if (vf->pipeline.json) {
       Json out = {{"valid", true}, {"errors", Json::array()}, {"warnings", warnings}};
       std::cout << out.dump(2) << "\n";
       return;
     }
-    for (const KitView& v : r->kits) {
+    for (const kit::PublishedKit& v : r->kits) {
       std::cout << v.ref << ": valid " << kit::KitKindName(v.published.kind) << " kit\n";
     }
     if (r->kits.size() > 1) {
-      std::cout << "composition: valid (" << absl::StrJoin(r->result.composition.order, ", ")
+      std::cout << "composition: valid (" << absl::StrJoin(r->composition.order, ", ")
                 << ")\n";
     }
     for (const std::string& w : warnings) std::cerr << "warning: " << w << "\n";
@@ -521,7 +440,7 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
       return;
     }
     PrintInspect(std::cout, *r);
-    for (const std::string& w : r->result.warnings) std::cerr << "warning: " << w << "\n";
+    for (const std::string& w : r->warnings) std::cerr << "warning: " << w << "\n";
   });
 
   // diff
@@ -549,7 +468,7 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
     Parsed p;
     if (!ParseFlags(df->pipeline, &p, exit_code)) return;
     for (const std::string* ref : {&df->old_ref, &df->new_ref}) {
-      if (auto loaded = Load(*ref); !loaded.ok()) return Fail(loaded.status(), exit_code);
+      if (absl::Status bad = CheckRef(*ref); !bad.ok()) return Fail(bad, exit_code);
     }
     auto diffed = kit::DiffKits({df->old_ref}, {df->new_ref}, p.args, p.env);
     if (!diffed.ok()) return Fail(diffed.status(), exit_code);

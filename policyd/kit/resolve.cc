@@ -58,47 +58,48 @@ bool IsEnforcedType(const std::string& type) {
          type == kPrivileged;
 }
 
-absl::StatusOr<ResolvedKits> ResolveKits(const std::vector<std::string>& refs,
-                                         const ArgValues& args,
-                                         const std::map<std::string, std::string>& env) {
+namespace {
+
+// Resolve is ResolveKits without the check for args no kit declares: it
+// adds the names of the args some kit declares to `used`, so a caller
+// resolving two sets with one arg list (DiffKits) judges them together.
+absl::StatusOr<ResolvedKits> Resolve(const std::vector<std::string>& refs, const ArgValues& args,
+                                     const std::map<std::string, std::string>& env,
+                                     std::set<std::string>* used) {
   if (refs.empty()) return absl::InvalidArgumentError("no kit given");
   ResolvedKits out;
   std::vector<KitInput> inputs;
-  std::set<std::string> used;
   for (const std::string& ref : refs) {
     auto loaded = LoadKitRef(ref);
     if (!loaded.ok()) return InRef(ref, loaded.status());
-    Descriptor published = std::move(loaded->descriptor);
-    for (const auto& [name, arg] : published.args) {
-      if (args.count(name)) used.insert(name);
+    PublishedKit kit{ref, loaded->from_oci_layout, std::move(loaded->descriptor), {}};
+    for (const auto& [name, arg] : kit.published.args) {
+      if (args.count(name)) used->insert(name);
     }
-    if (!loaded->from_oci_layout) {
-      auto expanded = ExpandBuildArgs(published, ArgsFor(published, args, ArgPhase::kBuild));
+    if (!kit.from_oci_layout) {
+      kit.build_args = ArgsFor(kit.published, args, ArgPhase::kBuild);
+      auto expanded = ExpandBuildArgs(kit.published, kit.build_args);
       if (!expanded.ok()) return InRef(ref, expanded.status());
-      published = std::move(*expanded);
+      kit.published = std::move(*expanded);
     } else {
-      for (const auto& [name, value] : ArgsFor(published, args, ArgPhase::kBuild)) {
+      for (const auto& [name, value] : ArgsFor(kit.published, args, ArgPhase::kBuild)) {
         return absl::InvalidArgumentError(absl::StrCat(
             ref, ": arg \"", name, "\" is a build arg, fixed when the kit was published"));
       }
     }
-    for (const std::string& w : published.warnings) out.warnings.push_back(ref + ": " + w);
+    for (const std::string& w : kit.published.warnings) out.warnings.push_back(ref + ": " + w);
     CreateRequest request;
-    request.args = ArgsFor(published, args, ArgPhase::kCreate);
+    request.args = ArgsFor(kit.published, args, ArgPhase::kCreate);
     request.env_overrides = env;
     request.host_types = AcceptedTypes();
-    auto effective = MakeEffective(published, request);
+    auto effective = MakeEffective(kit.published, request);
     if (!effective.ok()) return InRef(ref, effective.status());
     for (const auto& s : effective->skipped) out.skipped.push_back(KitSkip{ref, s});
     for (const auto& [k, v] : effective->env_exports) out.env_exports[k] = v;
     out.args[ref] = effective->args;
     inputs.push_back(KitInput{ref, std::move(effective->descriptor)});
+    out.kits.push_back(std::move(kit));
   }
-  std::vector<std::string> unknown;
-  for (const auto& [name, value] : args) {
-    if (!used.count(name)) unknown.push_back(name);
-  }
-  if (!unknown.empty()) return UnknownArgs(unknown);
   absl::StatusOr<Composition> composed;
   if (inputs.size() == 1 && inputs[0].descriptor.kind == KitKind::kMixin) {
     // A mixin alone is valid; only a composition can meet its requires.
@@ -123,36 +124,39 @@ absl::StatusOr<ResolvedKits> ResolveKits(const std::vector<std::string>& refs,
   return out;
 }
 
-absl::StatusOr<SurfaceDiff> DiffKits(const std::vector<std::string>& old_refs,
-                                     const std::vector<std::string>& new_refs,
-                                     const ArgValues& args,
-                                     const std::map<std::string, std::string>& env) {
-  // Each side gets the args its kits declare (a new version may add one);
-  // an arg neither side declares is refused.
-  std::set<std::string> used;
-  auto resolve = [&](const std::vector<std::string>& refs) -> absl::StatusOr<ResolvedKits> {
-    ArgValues mine;
-    for (const std::string& ref : refs) {
-      auto loaded = LoadKitRef(ref);
-      if (!loaded.ok()) return InRef(ref, loaded.status());
-      for (const auto& [name, value] : args) {
-        if (loaded->descriptor.args.count(name)) {
-          mine[name] = value;
-          used.insert(name);
-        }
-      }
-    }
-    return ResolveKits(refs, mine, env);
-  };
-  auto before = resolve(old_refs);
-  if (!before.ok()) return before.status();
-  auto after = resolve(new_refs);
-  if (!after.ok()) return after.status();
+// CheckArgsUsed refuses the supplied args no kit declared.
+absl::Status CheckArgsUsed(const ArgValues& args, const std::set<std::string>& used) {
   std::vector<std::string> unknown;
   for (const auto& [name, value] : args) {
     if (!used.count(name)) unknown.push_back(name);
   }
-  if (!unknown.empty()) return UnknownArgs(unknown);
+  return unknown.empty() ? absl::OkStatus() : UnknownArgs(unknown);
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedKits> ResolveKits(const std::vector<std::string>& refs,
+                                         const ArgValues& args,
+                                         const std::map<std::string, std::string>& env) {
+  std::set<std::string> used;
+  auto resolved = Resolve(refs, args, env, &used);
+  if (!resolved.ok()) return resolved.status();
+  if (absl::Status s = CheckArgsUsed(args, used); !s.ok()) return s;
+  return resolved;
+}
+
+absl::StatusOr<SurfaceDiff> DiffKits(const std::vector<std::string>& old_refs,
+                                     const std::vector<std::string>& new_refs,
+                                     const ArgValues& args,
+                                     const std::map<std::string, std::string>& env) {
+  // Each side takes the args its kits declare (a new version may add one);
+  // an arg neither side declares is refused.
+  std::set<std::string> used;
+  auto before = Resolve(old_refs, args, env, &used);
+  if (!before.ok()) return before.status();
+  auto after = Resolve(new_refs, args, env, &used);
+  if (!after.ok()) return after.status();
+  if (absl::Status s = CheckArgsUsed(args, used); !s.ok()) return s;
   return Diff(before->surface, after->surface);
 }
 

@@ -36,8 +36,19 @@ struct KitSkip {
   SkippedCapability skipped;
 };
 
+// PublishedKit is one ref as given, in its published form: a file's
+// build-phase args expanded, an OCI layout's descriptor as published.
+struct PublishedKit {
+  std::string ref;
+  bool from_oci_layout = false;
+  Descriptor published;
+  ArgValues build_args;  // the build-phase values supplied (files only)
+};
+
 // ResolvedKits is a composed, effective set of Kits.
 struct ResolvedKits {
+  // Each kit as given, in the order given.
+  std::vector<PublishedKit> kits;
   Composition composition;
   Surface surface;
   // Accepted types present in the merged descriptor that Airlock does not
