@@ -80,13 +80,10 @@ absl::StatusOr<pb::ResolveResponse> SandboxManager::ResolveKits(const vmm::Sandb
   req.set_create(create);
   pb::ResolveResponse resp;
   grpc::Status s = policy->Resolve(&ctx, req, &resp);
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::UnavailableError(absl::StrCat("policyd at ", options_.policyd_socket,
-                                               " did not resolve the kits (", s.error_message(),
-                                               "); start it with `airlock daemon start`"));
+  if (absl::Status e = DaemonCallError("policyd", options_.policyd_socket, "resolve the kits", s);
+      !e.ok()) {
+    return e;
   }
-  if (!s.ok()) return FromGrpc(s);
   return resp;
 }
 
@@ -115,14 +112,7 @@ std::vector<std::string> SandboxManager::KitNotes(const pb::ResolveResponse& r) 
 }
 
 void SandboxManager::ForgetKitRegistration(const std::string& name) {
-  auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(10));
-  airlock::secrets::v1::ForgetRequest req;
-  req.set_sandbox(name);
-  req.set_keep_secrets(true);
-  airlock::secrets::v1::ForgetResponse resp;
-  (void)secrets->Forget(&ctx, req, &resp);
+  (void)SecretsForget(name, true);
 }
 
 absl::Status SandboxManager::SetKitPhase(const std::string& name, const pb::KitPlan& plan,
@@ -135,15 +125,12 @@ absl::Status SandboxManager::SetKitPhase(const std::string& name, const pb::KitP
   req.set_phase(phase);
   pb::SetKitPhaseResponse resp;
   grpc::Status s = policy->SetKitPhase(&ctx, req, &resp);
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::UnavailableError(absl::StrCat(
-        "policyd at ", options_.policyd_socket, " did not put the kits' ", phase,
-        " network rules in force (", s.error_message(), "); start it with `airlock daemon start`"));
-  }
-  if (!s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("policyd refused the kits' ", phase,
-                                                      " phase: ", s.error_message()));
+  if (absl::Status e = DaemonCallError(
+          "policyd", options_.policyd_socket,
+          absl::StrCat("put the kits' ", phase, " network rules in force"), s,
+          absl::StrCat("the kits' ", phase, " phase"));
+      !e.ok()) {
+    return e;
   }
   return BindKitCredentials(name, plan, phase);
 }
@@ -185,16 +172,10 @@ absl::Status SandboxManager::BindKitCredentials(const std::string& name, const p
   }
   airlock::secrets::v1::BindKitResponse resp;
   grpc::Status s = secrets->BindKit(&ctx, req, &resp);
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::UnavailableError(absl::StrCat("secretsd at ", options_.secretsd_socket,
-                                               " did not bind the kits' credentials (",
-                                               s.error_message(),
-                                               "); start it with `airlock daemon start`"));
-  }
-  if (!s.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("secretsd refused the kits' credentials: ", s.error_message()));
+  if (absl::Status e = DaemonCallError("secretsd", options_.secretsd_socket,
+                                       "bind the kits' credentials", s, "the kits' credentials");
+      !e.ok()) {
+    return e;
   }
   std::vector<std::string> missing;
   for (const auto& service : resp.unbound()) {
@@ -346,7 +327,11 @@ absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
       lreq.set_sandbox(name);
       pb::ListHoldsResponse holds;
       grpc::Status ls = policy->ListHolds(&lctx, lreq, &holds);
-      if (!ls.ok()) return FromGrpc(ls);
+      if (absl::Status e =
+              DaemonCallError("policyd", options_.policyd_socket, "list the held updates", ls);
+          !e.ok()) {
+        return e;
+      }
       bool mine = false;
       for (const auto& h : holds.holds()) mine |= h.id() == req.approve_hold();
       if (!mine) {
@@ -355,11 +340,11 @@ absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
       }
     }
     grpc::Status s = policy->Approve(&ctx, areq, &approved);
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      return absl::UnavailableError(absl::StrCat("policyd at ", options_.policyd_socket, ": ",
-                                                 s.error_message(), " (`airlock daemon start`)"));
+    if (absl::Status e =
+            DaemonCallError("policyd", options_.policyd_socket, "approve the held update", s);
+        !e.ok()) {
+      return e;
     }
-    if (!s.ok()) return FromGrpc(s);
     name = approved.sandbox();
     for (const auto& k : approved.kits()) *kits.Add() = k.ref();
     args = approved.args();

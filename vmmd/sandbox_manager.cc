@@ -92,6 +92,21 @@ bool RemoveTree(const std::string& path) {
 
 }  // namespace
 
+absl::Status DaemonCallError(const std::string& daemon, const std::string& socket,
+                             const std::string& did_not, const grpc::Status& s,
+                             const std::string& refused) {
+  if (s.ok()) return absl::OkStatus();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::UnavailableError(absl::StrCat(daemon, " at ", socket, " did not ", did_not, " (",
+                                               s.error_message(),
+                                               "); start it with `airlock daemon start`"));
+  }
+  if (refused.empty()) return FromGrpc(s);
+  return absl::FailedPreconditionError(
+      absl::StrCat(daemon, " refused ", refused, ": ", s.error_message()));
+}
+
 SandboxManager::SandboxManager(ManagerOptions options, SandboxStore* store,
                                std::unique_ptr<Hypervisor> hypervisor, HostFacts host)
     : options_(std::move(options)),
@@ -645,28 +660,29 @@ absl::StatusOr<std::map<std::string, std::string>> SandboxManager::SecretSentine
   req.set_sandbox(name);
   airlock::secrets::v1::SentinelsResponse resp;
   grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::UnavailableError(absl::StrCat(
-        "secretsd at ", options_.secretsd_socket, " did not give the sandbox's credential "
-        "variables (", s.error_message(), "); start it with `airlock daemon start`"));
-  }
-  if (!s.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("secretsd refused the sandbox: ", s.error_message()));
+  if (absl::Status e = DaemonCallError("secretsd", options_.secretsd_socket,
+                                       "give the sandbox's credential variables", s,
+                                       "the sandbox");
+      !e.ok()) {
+    return e;
   }
   out.insert(resp.env().begin(), resp.env().end());
   return out;
 }
 
-absl::Status SandboxManager::ForgetSecrets(const std::string& name) {
+grpc::Status SandboxManager::SecretsForget(const std::string& name, bool keep_secrets) {
   auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(10));
   airlock::secrets::v1::ForgetRequest req;
   req.set_sandbox(name);
+  req.set_keep_secrets(keep_secrets);
   airlock::secrets::v1::ForgetResponse resp;
-  grpc::Status s = secrets->Forget(&ctx, req, &resp);
+  return secrets->Forget(&ctx, req, &resp);
+}
+
+absl::Status SandboxManager::ForgetSecrets(const std::string& name) {
+  grpc::Status s = SecretsForget(name, false);
   if (!s.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "cannot remove sandbox ", name, ": secretsd at ", options_.secretsd_socket,

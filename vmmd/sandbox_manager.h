@@ -47,6 +47,15 @@ struct ManagerOptions {
   std::string policyd_socket;
 };
 
+// DaemonCallError is the error vmmd reports for a call to another daemon:
+// OK when `s` is; for a daemon that does not answer, what it did not do
+// and how to start it; for any other failure, FAILED_PRECONDITION
+// "<daemon> refused <refused>: ..." when `refused` is given, else the
+// daemon's own code and message.
+absl::Status DaemonCallError(const std::string& daemon, const std::string& socket,
+                             const std::string& did_not, const grpc::Status& s,
+                             const std::string& refused = "");
+
 class SandboxManager {
  public:
   SandboxManager(ManagerOptions options, SandboxStore* store,
@@ -163,6 +172,9 @@ class SandboxManager {
   // ForgetSecrets tells secretsd the sandbox is gone; rm stops when it
   // cannot.
   absl::Status ForgetSecrets(const std::string& name);
+  // SecretsForget is secretsd's Forget; keep_secrets drops only the
+  // registration and kit bindings.
+  grpc::Status SecretsForget(const std::string& name, bool keep_secrets);
   // AnswerStoppedClone makes the git port say that the sandbox is stopped.
   void AnswerStoppedClone(const airlock::vmm::v1::Sandbox& sb);
   // OpenPorts starts listening for every mapping of a sandbox that just
