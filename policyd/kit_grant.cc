@@ -428,7 +428,7 @@ absl::StatusOr<pb::ResolveResponse> KitGate::Resolve(const pb::ResolveRequest& r
           {id, req.sandbox(), c->request.SerializeAsString(), c->response.SerializeAsString(),
            RulesProto(c->install_rules).SerializeAsString(),
            RulesProto(c->runtime_rules).SerializeAsString(), static_cast<int64_t>(time(nullptr))});
-    });
+    }, /*rules_changed=*/false);
     if (!s.ok()) return s;
     pb::ResolveResponse held = c->response;
     held.clear_plan();

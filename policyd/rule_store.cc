@@ -69,24 +69,28 @@ absl::Status RuleStore::Insert(const Rule& r) {
        absl::StrJoin(r.methods, ","), absl::StrJoin(r.paths, "\n"), r.sandbox, r.origin});
 }
 
-absl::StatusOr<std::vector<Rule>> RuleStore::Add(const std::vector<RuleSpec>& specs) {
-  std::vector<Rule> added;
+absl::StatusOr<std::vector<Rule>> RuleStore::Validated(const std::vector<RuleSpec>& specs) {
+  std::vector<Rule> rules;
   for (const auto& spec : specs) {
     auto r = Validate(spec);
     if (!r.ok()) return r.status();
     r->id = NewId();
-    added.push_back(*r);
+    rules.push_back(*r);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = db_->Exec("BEGIN"); !s.ok()) return s;
-  for (const auto& r : added) {
-    if (absl::Status s = Insert(r); !s.ok()) {
-      (void)db_->Exec("ROLLBACK");
-      return s;
-    }
+  return rules;
+}
+
+absl::Status RuleStore::InsertAll(const std::vector<Rule>& rules) {
+  for (const auto& r : rules) {
+    if (absl::Status s = Insert(r); !s.ok()) return s;
   }
-  if (absl::Status s = db_->Exec("COMMIT"); !s.ok()) return s;
-  if (absl::Status s = Reload(); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Rule>> RuleStore::Add(const std::vector<RuleSpec>& specs) {
+  auto added = Validated(specs);
+  if (!added.ok()) return added.status();
+  if (absl::Status s = Transact([&] { return InsertAll(*added); }); !s.ok()) return s;
   return added;
 }
 
@@ -125,61 +129,47 @@ std::vector<Rule> RuleStore::List(const std::string& sandbox) {
 absl::StatusOr<std::vector<Rule>> RuleStore::InitPreset(const std::string& preset) {
   auto resources = PresetResources(preset);
   if (!resources.ok()) return resources.status();
-  std::vector<Rule> rules;
+  std::vector<RuleSpec> specs;
   for (const auto& res : *resources) {
     RuleSpec spec;
     spec.action = Action::kAllow;
     spec.resource = res;
     spec.origin = "preset:" + preset;
-    auto r = Validate(spec);
-    if (!r.ok()) return r.status();
-    r->id = NewId();
-    rules.push_back(*r);
+    specs.push_back(spec);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = db_->Exec("BEGIN"); !s.ok()) return s;
-  absl::Status s = db_->Exec("DELETE FROM rules WHERE origin LIKE 'preset:%' AND sandbox = ''");
-  for (const auto& r : rules) {
-    if (s.ok()) s = Insert(r);
-  }
-  if (s.ok()) {
-    s = db_->Exec("INSERT OR REPLACE INTO settings (key, value) VALUES ('preset', ?)", {preset});
-  }
-  if (!s.ok()) {
-    (void)db_->Exec("ROLLBACK");
-    return s;
-  }
-  if (absl::Status c = db_->Exec("COMMIT"); !c.ok()) return c;
-  if (absl::Status r = Reload(); !r.ok()) return r;
+  auto rules = Validated(specs);
+  if (!rules.ok()) return rules.status();
+  absl::Status s = Transact([&]() -> absl::Status {
+    absl::Status d = db_->Exec("DELETE FROM rules WHERE origin LIKE 'preset:%' AND sandbox = ''");
+    if (d.ok()) d = InsertAll(*rules);
+    if (d.ok()) {
+      d = db_->Exec("INSERT OR REPLACE INTO settings (key, value) VALUES ('preset', ?)",
+                    {preset});
+    }
+    return d;
+  });
+  if (!s.ok()) return s;
   return rules;
 }
 
-absl::Status RuleStore::Transact(const std::function<absl::Status()>& body) {
+absl::Status RuleStore::Transact(const std::function<absl::Status()>& body,
+                                bool rules_changed) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = InTransaction(db_, body); !s.ok()) {
-    (void)Reload();
-    return s;
-  }
+  absl::Status s = InTransaction(db_, body);
+  if (!s.ok() || !rules_changed) return s;
   return Reload();
 }
 
 absl::Status RuleStore::ReplaceSandboxRules(const std::string& sandbox,
                                             const std::string& origin_prefix,
                                             const std::vector<RuleSpec>& specs) {
-  std::vector<Rule> rules;
-  for (RuleSpec spec : specs) {
-    spec.sandbox = sandbox;
-    auto r = Validate(spec);
-    if (!r.ok()) return r.status();
-    r->id = NewId();
-    rules.push_back(*r);
-  }
+  std::vector<RuleSpec> mine = specs;
+  for (RuleSpec& spec : mine) spec.sandbox = sandbox;
+  auto rules = Validated(mine);
+  if (!rules.ok()) return rules.status();
   absl::Status s = db_->Exec("DELETE FROM rules WHERE sandbox = ? AND substr(origin, 1, ?) = ?",
                              {sandbox, static_cast<int64_t>(origin_prefix.size()), origin_prefix});
-  for (const auto& r : rules) {
-    if (s.ok()) s = Insert(r);
-  }
-  return s;
+  return s.ok() ? InsertAll(*rules) : s;
 }
 
 std::string RuleStore::Preset() {

@@ -47,8 +47,9 @@ class RuleStore {
   std::string Preset();
   // Transact runs `body` in one transaction of policyd's file under the
   // store's lock, so no other write interleaves (KitGate writes its tables
-  // through it); the rules are reloaded after a commit.
-  absl::Status Transact(const std::function<absl::Status()>& body);
+  // through it). With `rules_changed` the rules are reloaded (and the
+  // revision proxyd follows moves) after a commit.
+  absl::Status Transact(const std::function<absl::Status()>& body, bool rules_changed = true);
   // ReplaceSandboxRules, inside Transact's body only: drops `sandbox`'s
   // rules whose origin starts with `origin_prefix` and stores `specs`
   // (validated, all or nothing).
@@ -71,6 +72,9 @@ class RuleStore {
  private:
   absl::Status Reload();
   absl::Status Insert(const Rule& r);
+  absl::Status InsertAll(const std::vector<Rule>& rules);
+  // Validated turns specs into rules with fresh ids; all or nothing.
+  static absl::StatusOr<std::vector<Rule>> Validated(const std::vector<RuleSpec>& specs);
 
   StateDb* db_;
   std::mutex mu_;
