@@ -12,10 +12,12 @@ PACKAGES=(
   libabsl-dev libgit2-dev libssl-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   # Runtime: the hypervisor, disk tools and what builds the guest images.
-  zlib1g-dev libyaml-cpp-dev libre2-dev qemu-system-x86 qemu-utils busybox-static e2fsprogs debootstrap cpio nftables
+  zlib1g-dev libyaml-cpp-dev libre2-dev libarchive-dev libcurl4-openssl-dev qemu-system-x86 qemu-utils busybox-static e2fsprogs debootstrap cpio nftables
   zstd xz-utils kmod ca-certificates openssl lz4
   # Tests and benchmarks: real git, a real HTTP client, sqlite3 shell.
   git curl sqlite3 iproute2 procps
+  # The images suite: a real OCI registry, skopeo and umoci, htpasswd.
+  docker-registry skopeo umoci apache2-utils
 )
 
 missing=()
