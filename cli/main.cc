@@ -11,6 +11,7 @@
 #include "cli/policy_command.h"
 #include "cli/secret_command.h"
 #include "cli/sandbox_commands.h"
+#include "cli/template_command.h"
 #include "common/version.h"
 
 int main(int argc, char** argv) {
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   airlock::cli::AddPolicyCommand(app, &exit_code);
   airlock::cli::AddSecretCommand(app, &exit_code);
   airlock::cli::AddKitCommand(app, &exit_code);
+  airlock::cli::AddTemplateCommand(app, &exit_code);
   airlock::cli::AddDaemonCommand(app, &exit_code);
   try {
     app.parse(parsed_argc, argv);

@@ -19,6 +19,7 @@
 #include "protos/git/v1/git.grpc.pb.h"
 #include "protos/vmm/v1/vmm.grpc.pb.h"
 #include "cli/kit_command.h"
+#include "cli/template_command.h"
 #include "vmmd/resources.h"
 
 namespace airlock::cli {
@@ -162,6 +163,8 @@ nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
           {"accelerator", sb.accelerator()},
           {"kernel", sb.kernel()},
           {"template", sb.spec().template_()},
+          {"image", {{"name", sb.image().name()}, {"id", sb.image().id()},
+                     {"digest", sb.image().digest()}}},
           {"created_at", sb.created_at()},
           {"pid", sb.vmm_pid()},
           {"console_log", sb.console_log()},
@@ -195,6 +198,7 @@ struct CreateFlags {
   std::vector<std::string> kit_args;
   bool allow_privileged = false;
   bool rm = false;
+  std::string pull = "missing";
 };
 
 void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
@@ -203,7 +207,12 @@ void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
   cmd->add_option("-m,--memory", f->memory,
                   "Guest memory, e.g. 2048, 512m, 4g (default: half the host, 512 MiB..32 GiB)");
   cmd->add_option("--size", f->size, "Named size: micro, small, medium, large or xl");
-  cmd->add_option("-t,--template", f->template_name, "Template (default: base)");
+  cmd->add_option("-t,--template", f->template_name,
+                  "Image to make the disk from: a stored name (go-agent:v1), an id, or a "
+                  "registry reference (golang:1.25, ghcr.io/o/r:tag) (default: base)");
+  cmd->add_option("--pull", f->pull,
+                  "Pull the image first: always, missing (when the store lacks it) or never")
+      ->default_val("missing");
   cmd->add_option("-e,--env", f->env, "Environment variable KEY=VALUE for every process")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -324,6 +333,9 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
     if (!stub) return void(*exit_code = 1);
     vmm::CreateRequest req;
     if (!BuildCreate(*create_flags, *after_dashes, true, &req)) return void(*exit_code = 2);
+    if (!EnsureImage(*stub, create_flags->template_name, create_flags->pull)) {
+      return void(*exit_code = 1);
+    }
     grpc::ClientContext ctx;
     vmm::CreateResponse resp;
     grpc::Status s = stub->Create(&ctx, req, &resp);
@@ -359,6 +371,9 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
     if (!exists) {
       vmm::CreateRequest req;
       if (!BuildCreate(*run_flags, *after_dashes, true, &req)) return void(*exit_code = 2);
+      if (!EnsureImage(*stub, run_flags->template_name, run_flags->pull)) {
+        return void(*exit_code = kExitCannotRun);
+      }
       grpc::ClientContext ctx;
       vmm::CreateResponse resp;
       grpc::Status s = stub->Create(&ctx, req, &resp);

@@ -46,6 +46,7 @@ BootParams ParseBootParams(absl::string_view cmdline) {
     absl::string_view key = word.substr(0, eq);
     std::string value = eq == absl::string_view::npos ? "" : std::string(word.substr(eq + 1));
     if (key == "probe") p.probe = value == "1";
+    if (key == "agent_user") p.ensure_agent_user = value == "1";
     if (key == "hostname" && !value.empty()) p.hostname = value;
     if (key == "root" && !value.empty()) p.root_device = value;
     if (key == "port" && !value.empty()) p.port_name = value;

@@ -21,6 +21,9 @@ struct BootParams {
   std::string root_device = "/dev/vda";
   // airlock.port=NAME: the virtio-serial port vmmd talks on.
   std::string port_name = "airlock.agent";
+  // airlock.agent_user=1: the image names no user; create "agent" when
+  // its /etc/passwd lacks it.
+  bool ensure_agent_user = false;
 };
 
 // Console markers vmmd looks for.

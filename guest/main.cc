@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "guest/agent_service.h"
 #include "guest/boot.h"
+#include "guest/users.h"
 #include "guest/channel.h"
 #include "guest/egress.h"
 
@@ -59,6 +60,9 @@ int RunAsInit() {
   if (absl::Status s = airlock::guest::RunScript("/etc/airlock/net-setup.sh"); !s.ok()) Fail(s);
   if (absl::Status s = airlock::guest::SwitchRoot("/sysroot", params.hostname); !s.ok()) Fail(s);
   if (absl::Status s = airlock::guest::WriteEgressConfig(""); !s.ok()) Fail(s);
+  if (params.ensure_agent_user) {
+    if (absl::Status s = airlock::guest::EnsureAgentUser(""); !s.ok()) Fail(s);
+  }
 
   // Egress: the agent's listeners, served to proxyd on the egress port.
   static airlock::guest::EgressService egress;

@@ -31,6 +31,23 @@ struct GuestUser {
 absl::StatusOr<GuestUser> ResolveUser(absl::string_view spec, absl::string_view passwd,
                                       absl::string_view group);
 
+// AgentUserPlan is what makes the "agent" user exist in an image that
+// lacks it: uid and gid 1000 (or the first free id from 1000), home
+// /home/agent, bash when the image has it, else /bin/sh.
+struct AgentUserPlan {
+  bool needed = false;
+  uint32_t uid = 1000, gid = 1000;
+  std::string passwd_line, group_line, shadow_line;
+};
+
+// PlanAgentUser decides from the image's passwd and group contents.
+AgentUserPlan PlanAgentUser(absl::string_view passwd, absl::string_view group, bool has_bash);
+
+// EnsureAgentUser applies the plan under `root` (appending to etc/passwd,
+// etc/group and, when present, etc/shadow) and creates
+// /home/agent/workspace owned by the user. Nothing when "agent" exists.
+absl::Status EnsureAgentUser(const std::string& root);
+
 }  // namespace airlock::guest
 
 #endif  // AIRLOCK_GUEST_USERS_H_

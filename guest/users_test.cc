@@ -1,5 +1,12 @@
 #include "guest/users.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
 #include "gtest/gtest.h"
 
 namespace airlock::guest {
@@ -38,6 +45,41 @@ TEST(ResolveUserTest, ByNameUidAndUidGid) {
 TEST(ResolveUserTest, UnknownNameAndBadGroupAreErrors) {
   EXPECT_EQ(ResolveUser("mallory", kPasswd, kGroup).status().code(), absl::StatusCode::kNotFound);
   EXPECT_FALSE(ResolveUser("root:wheel", kPasswd, kGroup).ok());
+}
+
+TEST(PlanAgentUserTest, NothingWhenAgentExists) {
+  EXPECT_FALSE(PlanAgentUser(kPasswd, kGroup, true).needed);
+}
+
+TEST(PlanAgentUserTest, TakesTheFirstFreeIdFrom1000) {
+  const char* passwd = "root:x:0:0::/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\n";
+  const char* group = "root:x:0:\nnode:x:1000:\n";
+  AgentUserPlan p = PlanAgentUser(passwd, group, false);
+  ASSERT_TRUE(p.needed);
+  EXPECT_EQ(p.uid, 1001u);
+  EXPECT_EQ(p.gid, 1001u);
+  EXPECT_EQ(p.passwd_line, "agent:x:1001:1001:agent:/home/agent:/bin/sh");
+  EXPECT_EQ(p.group_line, "agent:x:1001:");
+}
+
+TEST(EnsureAgentUserTest, CreatesUserAndWorkspaceInARootWithoutIt) {
+  std::string tmpl = ::testing::TempDir() + "/rootXXXXXX";
+  std::string root = mkdtemp(tmpl.data());
+  mkdir((root + "/etc").c_str(), 0755);
+  std::ofstream(root + "/etc/passwd") << "root:x:0:0:root:/root:/bin/sh";  // no newline
+  std::ofstream(root + "/etc/group") << "root:x:0:\n";
+  ASSERT_TRUE(EnsureAgentUser(root).ok());
+  std::stringstream passwd;
+  passwd << std::ifstream(root + "/etc/passwd").rdbuf();
+  EXPECT_EQ(passwd.str(), "root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/home/agent:/bin/sh\n");
+  struct stat st;
+  ASSERT_EQ(stat((root + "/home/agent/workspace").c_str(), &st), 0);
+  if (geteuid() == 0) EXPECT_EQ(st.st_uid, 1000u);
+  // A second boot changes nothing.
+  ASSERT_TRUE(EnsureAgentUser(root).ok());
+  std::stringstream again;
+  again << std::ifstream(root + "/etc/passwd").rdbuf();
+  EXPECT_EQ(again.str(), passwd.str());
 }
 
 }  // namespace

@@ -44,6 +44,9 @@ struct VmConfig {
   std::string vmm_log;
   // Host paths shared through virtiofs.
   std::vector<VmShare> shares;
+  // The image names no user: the guest creates the "agent" user at boot
+  // when the image lacks it.
+  bool ensure_agent_user = false;
 };
 
 // Hypervisor starts VMs as processes that outlive vmmd (so a restarted vmmd

@@ -47,39 +47,6 @@ absl::StatusOr<GuestImages> LocateGuestImages(const std::string& image_dir) {
   return g;
 }
 
-absl::StatusOr<TemplateImage> LocateTemplate(const std::string& image_dir,
-                                             const std::string& name) {
-  TemplateImage t;
-  t.name = name.empty() ? "base" : name;
-  if (t.name.find('/') != std::string::npos || t.name[0] == '.') {
-    return absl::InvalidArgumentError(absl::StrCat("invalid template name \"", t.name, "\""));
-  }
-  std::string dir = absl::StrCat(image_dir, "/templates/", t.name);
-  t.disk = dir + "/disk.raw";
-  t.digest = FirstLine(dir + "/digest");
-  struct stat st;
-  if (stat(t.disk.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat("template \"", t.name, "\" is not built (no ",
-                                            t.disk, ")", kBuildHint));
-  }
-  t.disk_bytes = st.st_blocks * 512;
-  return t;
-}
-
-std::vector<TemplateImage> ListTemplates(const std::string& image_dir) {
-  std::vector<TemplateImage> out;
-  DIR* d = opendir((image_dir + "/templates").c_str());
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n.empty() || n[0] == '.' || n.find(".tmp") != std::string::npos) continue;
-    auto t = LocateTemplate(image_dir, n);
-    if (t.ok()) out.push_back(*t);
-  }
-  closedir(d);
-  return out;
-}
-
 absl::Status CreateOverlay(const std::string& base, const std::string& path) {
   std::string tmp = path + ".tmp";
   unlink(tmp.c_str());

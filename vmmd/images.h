@@ -1,6 +1,6 @@
-// The guest images vmmd boots (built by tools/build_images.sh): kernel,
-// initramfs with the agent, templates, and each sandbox's copy-on-write
-// disk.
+// The boot files vmmd gives every guest (built by tools/build_images.sh):
+// kernel and initramfs with the agent; and each sandbox's copy-on-write
+// disk over its image's boot disk (see image_catalog.h).
 #ifndef AIRLOCK_VMMD_IMAGES_H_
 #define AIRLOCK_VMMD_IMAGES_H_
 
@@ -21,24 +21,9 @@ struct GuestImages {
   std::string release;
 };
 
-// TemplateImage is a template's disk and its OCI manifest digest.
-struct TemplateImage {
-  std::string name;
-  std::string disk;
-  std::string digest;
-  uint64_t disk_bytes = 0;
-};
-
 // LocateGuestImages finds the boot files under `image_dir`; the error says
 // how to build them.
 absl::StatusOr<GuestImages> LocateGuestImages(const std::string& image_dir);
-
-// LocateTemplate finds template `name` ("" means "base").
-absl::StatusOr<TemplateImage> LocateTemplate(const std::string& image_dir,
-                                             const std::string& name);
-
-// ListTemplates lists every built template.
-std::vector<TemplateImage> ListTemplates(const std::string& image_dir);
 
 // CreateOverlay makes `path` a qcow2 disk backed by the read-only `base`.
 absl::Status CreateOverlay(const std::string& base, const std::string& path);

@@ -2,7 +2,9 @@
 // guest agent channel. This file only reads options and wires objects.
 #include "common/daemon_runtime.h"
 #include "common/log.h"
+#include "absl/strings/str_split.h"
 #include "common/paths.h"
+#include "vmmd/image_catalog.h"
 #include "vmmd/qemu_backend.h"
 #include "vmmd/sandbox_manager.h"
 #include "vmmd/sandbox_store.h"
@@ -18,6 +20,12 @@ int main(int argc, char** argv) {
       {"proxyd-socket", "proxyd's Unix socket (default: <runtime-dir>/proxyd.sock)", ""},
       {"secretsd-socket", "secretsd's Unix socket (default: <runtime-dir>/secretsd.sock)", ""},
       {"policyd-socket", "policyd's Unix socket (default: <runtime-dir>/policyd.sock)", ""},
+      {"default-registry", "registry of references without a host", "docker.io"},
+      {"registry-mirror", "host[:port] that docker.io references are pulled from",
+       "registry-1.docker.io"},
+      {"registry-certs-dir", "per-registry CA files: DIR/<host[:port]>/ca.crt (as docker's "
+       "certs.d)", "/etc/airlock/certs.d"},
+      {"insecure-registries", "comma-separated host:port list pulled over plain HTTP", ""},
   };
   return airlock::DaemonMain("vmmd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
     const airlock::DaemonConfig& c = rt.config();
@@ -43,11 +51,24 @@ int main(int argc, char** argv) {
     if (mo.boot_timeout_s <= 0) return absl::InvalidArgumentError("--boot-timeout must be > 0");
     airlock::vmmd::SandboxStore store(&rt.state());
     if (absl::Status s = store.Init(); !s.ok()) return s;
+    auto image_store = airlock::vmmd::ImageStore::Open(c.state_dir + "/images", &rt.state());
+    if (!image_store.ok()) return image_store.status();
+    airlock::vmmd::RegistryOptions registry;
+    registry.docker_io_endpoint = c.options.at("registry-mirror");
+    registry.certs_dir = c.options.at("registry-certs-dir");
+    for (absl::string_view h : absl::StrSplit(c.options.at("insecure-registries"), ',',
+                                              absl::SkipWhitespace())) {
+      registry.insecure.insert(std::string(h));
+    }
+    airlock::vmmd::ImageCatalog images(image_store->get(), registry, mo.image_dir,
+                                       c.options.at("default-registry"));
+    if (absl::Status s = images.EnsureBuiltIn(); !s.ok()) return s;
     airlock::vmmd::SandboxManager manager(
-        mo, &store, std::make_unique<airlock::vmmd::QemuBackend>(c.options.at("qemu")),
+        mo, &store, &images, std::make_unique<airlock::vmmd::QemuBackend>(c.options.at("qemu")),
         airlock::vmmd::HostFacts::Read());
+    images.SetUsage([&manager] { return manager.ImageUsage(); });
     if (absl::Status s = manager.Recover(); !s.ok()) return s;
-    airlock::vmmd::VmmService service(&manager, mo.image_dir);
+    airlock::vmmd::VmmService service(&manager, &images);
     return rt.Serve({&service}, [&] { manager.Shutdown(); });
   });
 }

@@ -61,7 +61,8 @@ uint64_t HostTscKhz() {
   return 0;
 }
 
-std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe) {
+std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
+                          bool ensure_agent_user) {
   std::string cmdline =
       "console=ttyS0 quiet panic=-1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd "
       "i8042.nokbd tsc=reliable no_timer_check cryptomgr.notests edd=off "
@@ -72,6 +73,7 @@ std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe)
   }
   absl::StrAppend(&cmdline, " airlock.hostname=", name);
   if (probe) absl::StrAppend(&cmdline, " airlock.probe=1");
+  if (ensure_agent_user) absl::StrAppend(&cmdline, " airlock.agent_user=1");
   return cmdline;
 }
 
@@ -93,7 +95,7 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       "-serial", "chardev:console",
       "-kernel", c.kernel,
       "-initrd", c.initrd,
-      "-append", KernelCmdline(c.name, kvm ? 0 : HostTscKhz(), false),
+      "-append", KernelCmdline(c.name, kvm ? 0 : HostTscKhz(), false, c.ensure_agent_user),
       "-drive", absl::StrCat("file=", c.disk, ",format=qcow2,if=none,id=root,discard=unmap"),
       "-device", "virtio-blk-device,drive=root",
       "-chardev", absl::StrCat("socket,id=agent,path=", c.agent_socket, ",server=on,wait=off"),

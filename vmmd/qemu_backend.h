@@ -17,7 +17,10 @@ namespace airlock::vmmd {
 uint64_t HostTscKhz();
 
 // KernelCmdline is the guest kernel command line for `name`.
-std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe);
+// With `ensure_agent_user` the guest creates the "agent" user when the
+// image lacks it.
+std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
+                          bool ensure_agent_user = false);
 
 class QemuBackend final : public Hypervisor {
  public:

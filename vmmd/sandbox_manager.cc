@@ -108,9 +108,11 @@ absl::Status DaemonCallError(const std::string& daemon, const std::string& socke
 }
 
 SandboxManager::SandboxManager(ManagerOptions options, SandboxStore* store,
-                               std::unique_ptr<Hypervisor> hypervisor, HostFacts host)
+                               ImageCatalog* images, std::unique_ptr<Hypervisor> hypervisor,
+                               HostFacts host)
     : options_(std::move(options)),
       store_(store),
+      images_(images),
       hypervisor_(std::move(hypervisor)),
       host_(host) {}
 
@@ -141,6 +143,7 @@ VmConfig SandboxManager::ConfigFor(const vmm::Sandbox& sb) const {
   c.console_log = c.dir + "/console.log";
   c.vmm_log = c.dir + "/vmm.log";
   for (const Share& s : SharesOf(sb)) c.shares.push_back({s.tag, s.socket});
+  c.ensure_agent_user = !sb.image().digest().empty() && sb.image().config().user().empty();
   return c;
 }
 
@@ -321,9 +324,9 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   }
   auto images = LocateGuestImages(options_.image_dir);
   if (!images.ok()) return images.status();
-  auto tmpl = LocateTemplate(options_.image_dir, spec.template_());
-  if (!tmpl.ok()) return tmpl.status();
-  spec.set_template_(tmpl->name);
+  auto image = images_->Resolve(spec.template_());
+  if (!image.ok()) return image.status();
+  if (spec.template_().empty()) spec.set_template_(image->name);
   if (spec.mounts_size() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     if (records_.count(spec.name())) {
@@ -392,6 +395,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   sb.set_cpus(res->cpus);
   sb.set_memory_mib(res->memory_mib);
   sb.set_console_log(SandboxDir(spec.name()) + "/console.log");
+  *sb.mutable_image() = ImageCatalog::RefOf(*image, "");
   if (!spec.kits().empty()) {
     *sb.mutable_kit_plan() = kits.plan();
     for (const auto& k : kit_skipped) sb.add_kit_skipped(k);
@@ -415,10 +419,12 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     changed_.notify_all();
   }
   std::string name = spec.name();
-  StartWorker([this, name, start, base = tmpl->disk] {
+  StartWorker([this, name, start, image = sb.image()] {
     std::string dir = SandboxDir(name);
     absl::Status s = MakeDirs(dir, 0700);
-    if (s.ok()) s = CreateOverlay(base, dir + "/disk.qcow2");
+    absl::StatusOr<std::string> base = BootDiskFor(name, image);
+    if (s.ok() && !base.ok()) s = base.status();
+    if (s.ok()) s = CreateOverlay(*base, dir + "/disk.qcow2");
     if (!s.ok()) {
       (void)Update(name, "", [&](vmm::Sandbox& sb) {
         sb.set_state(vmm::FAILED);
@@ -435,6 +441,29 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     Boot(name, true);
   });
   return sb;
+}
+
+absl::StatusOr<std::string> SandboxManager::BootDiskFor(const std::string& name,
+                                                        const vmm::ImageRef& image) {
+  // Sandboxes recorded before the image store name no image: the base.
+  vmm::ImageRef ref = image;
+  if (ref.digest().empty()) {
+    auto base = images_->Resolve("");
+    if (!base.ok()) return base.status();
+    ref = ImageCatalog::RefOf(*base, "");
+  }
+  return images_->BootDisk(ref, [&](const std::string& what, uint64_t, uint64_t) {
+    (void)Update(name, what, [](vmm::Sandbox&) {});
+  });
+}
+
+Usage SandboxManager::ImageUsage() {
+  Usage usage;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, r] : records_) {
+    if (!r.sb.image().digest().empty()) usage[r.sb.image().digest()].push_back(name);
+  }
+  return usage;
 }
 
 void SandboxManager::Boot(const std::string& name, bool launch) {
@@ -473,10 +502,10 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     struct stat st;
     if (stat((dir + "/disk.qcow2").c_str(), &st) != 0) {
       // A create interrupted by a vmmd crash left no disk: make it now.
-      auto tmpl = LocateTemplate(options_.image_dir, sb.spec().template_());
-      if (!tmpl.ok()) return tmpl.status();
+      auto base = BootDiskFor(name, sb.image());
+      if (!base.ok()) return base.status();
       if (absl::Status s = MakeDirs(dir, 0700); !s.ok()) return s;
-      if (absl::Status s = CreateOverlay(tmpl->disk, dir + "/disk.qcow2"); !s.ok()) return s;
+      if (absl::Status s = CreateOverlay(*base, dir + "/disk.qcow2"); !s.ok()) return s;
     }
     (void)Update(name, "choosing accelerator", [](vmm::Sandbox&) {});
     std::string accel = Accelerator();

@@ -22,6 +22,7 @@
 #include "protos/vmm/v1/vmm.pb.h"
 #include "common/agent_link.h"
 #include "vmmd/hypervisor.h"
+#include "vmmd/image_catalog.h"
 #include "vmmd/port_forwarder.h"
 #include "vmmd/shares.h"
 #include "vmmd/resources.h"
@@ -58,7 +59,7 @@ absl::Status DaemonCallError(const std::string& daemon, const std::string& socke
 
 class SandboxManager {
  public:
-  SandboxManager(ManagerOptions options, SandboxStore* store,
+  SandboxManager(ManagerOptions options, SandboxStore* store, ImageCatalog* images,
                  std::unique_ptr<Hypervisor> hypervisor, HostFacts host);
   ~SandboxManager();
 
@@ -117,6 +118,15 @@ class SandboxManager {
   absl::StatusOr<airlock::vmm::v1::UpdateKitsResponse> UpdateKits(
       const airlock::vmm::v1::UpdateKitsRequest& req);
 
+  // ImageUsage maps each image's manifest digest to the sandboxes using it.
+  Usage ImageUsage();
+
+  // SaveTemplate captures the sandbox's disk as one layer over its image,
+  // names the new image `req.tag`, and writes an archive when asked. A
+  // running sandbox needs req.force: it is stopped and started again.
+  absl::StatusOr<airlock::vmm::v1::Image> SaveTemplate(
+      const airlock::vmm::v1::SaveTemplateRequest& req, const Progress& progress);
+
   // Accelerator resolves (probing once per host boot and kernel) which
   // accelerator VMs use.
   std::string Accelerator();
@@ -142,6 +152,10 @@ class SandboxManager {
   absl::StatusOr<airlock::vmm::v1::Sandbox> Begin(const std::string& name,
                                                   const std::string& what);
   void End(const std::string& name);
+  // BootDiskFor is the boot disk of the sandbox's image, built on first
+  // use (progress shown as the sandbox's).
+  absl::StatusOr<std::string> BootDiskFor(const std::string& name,
+                                          const airlock::vmm::v1::ImageRef& image);
   // Boot runs on a worker thread: disk, launch, wait for the agent.
   void Boot(const std::string& name, bool launch);
   absl::Status BootSteps(const std::string& name, bool launch);
@@ -216,6 +230,7 @@ class SandboxManager {
 
   ManagerOptions options_;
   SandboxStore* store_;
+  ImageCatalog* images_;
   std::unique_ptr<Hypervisor> hypervisor_;
   HostFacts host_;
 

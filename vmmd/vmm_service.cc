@@ -131,11 +131,22 @@ grpc::Status VmmService::Exec(
   auto sentinels = manager_->SecretSentinels(start->sandbox());
   if (!sentinels.ok()) return ToGrpc(sentinels.status());
   google::protobuf::RepeatedPtrField<std::string> env;
+  // The image's own environment comes first of all (its PATH included).
+  const vmm::ImageConfig& image = spec->image().config();
+  // HOME, USER, LOGNAME and SHELL follow the exec's user, whatever the
+  // image says.
+  for (const auto& e : image.env()) {
+    std::string key = e.substr(0, e.find('='));
+    if (key == "HOME" || key == "USER" || key == "LOGNAME" || key == "SHELL") continue;
+    *env.Add() = e;
+  }
   for (const auto& [k, v] : *sentinels) *env.Add() = k + "=" + v;
   for (const auto& [k, v] : spec->kit_plan().env()) *env.Add() = k + "=" + v;
   for (const auto& [k, v] : spec->spec().env()) *env.Add() = k + "=" + v;
   // A granted privileged@1 makes root the default user.
   if (start->user().empty() && spec->kit_plan().privileged()) start->set_user("root");
+  if (start->user().empty()) start->set_user(image.user());
+  if (start->workdir().empty()) start->set_workdir(image.working_dir());
   env.MergeFrom(start->env());
   start->mutable_env()->Swap(&env);
 
@@ -260,11 +271,13 @@ grpc::Status VmmService::UpdateKits(grpc::ServerContext*, const vmm::UpdateKitsR
 
 grpc::Status VmmService::ListTemplates(grpc::ServerContext*, const vmm::ListTemplatesRequest*,
                                        vmm::ListTemplatesResponse* resp) {
-  for (const auto& t : vmmd::ListTemplates(image_dir_)) {
+  auto list = images_->List();
+  if (!list.ok()) return ToGrpc(list.status());
+  for (const auto& img : list->images()) {
     auto* out = resp->add_templates();
-    out->set_name(t.name);
-    out->set_digest(t.digest);
-    out->set_disk_bytes(t.disk_bytes);
+    out->set_name(img.names().empty() ? img.id() : img.names(0));
+    out->set_digest(img.digest());
+    out->set_disk_bytes(img.size_bytes());
   }
   return grpc::Status::OK;
 }

@@ -10,8 +10,8 @@ namespace airlock::vmmd {
 
 class VmmService final : public airlock::vmm::v1::Vmm::Service {
  public:
-  VmmService(SandboxManager* manager, std::string image_dir)
-      : manager_(manager), image_dir_(std::move(image_dir)) {}
+  VmmService(SandboxManager* manager, ImageCatalog* images)
+      : manager_(manager), images_(images) {}
 
   using Sandbox = airlock::vmm::v1::Sandbox;
 
@@ -55,10 +55,23 @@ class VmmService final : public airlock::vmm::v1::Vmm::Service {
   grpc::Status ListTemplates(grpc::ServerContext*,
                              const airlock::vmm::v1::ListTemplatesRequest*,
                              airlock::vmm::v1::ListTemplatesResponse*) override;
+  // Images (vmm_service_images.cc).
+  grpc::Status ListImages(grpc::ServerContext*, const airlock::vmm::v1::ListImagesRequest*,
+                          airlock::vmm::v1::ListImagesResponse*) override;
+  grpc::Status InspectImage(grpc::ServerContext*, const airlock::vmm::v1::InspectImageRequest*,
+                            airlock::vmm::v1::Image*) override;
+  grpc::Status RemoveImage(grpc::ServerContext*, const airlock::vmm::v1::RemoveImageRequest*,
+                           airlock::vmm::v1::RemoveImageResponse*) override;
+  grpc::Status PullImage(grpc::ServerContext*, const airlock::vmm::v1::PullImageRequest*,
+                         grpc::ServerWriter<airlock::vmm::v1::ImageProgress>*) override;
+  grpc::Status LoadImage(grpc::ServerContext*, const airlock::vmm::v1::LoadImageRequest*,
+                         grpc::ServerWriter<airlock::vmm::v1::ImageProgress>*) override;
+  grpc::Status SaveTemplate(grpc::ServerContext*, const airlock::vmm::v1::SaveTemplateRequest*,
+                            grpc::ServerWriter<airlock::vmm::v1::ImageProgress>*) override;
 
  private:
   SandboxManager* manager_;
-  std::string image_dir_;
+  ImageCatalog* images_;
 };
 
 }  // namespace airlock::vmmd
