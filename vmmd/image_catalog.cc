@@ -61,16 +61,22 @@ absl::Status ImageCatalog::EnsureBuiltIn() {
   }
   auto have = store_->Find(kBaseName);
   if (have.ok() && (built.empty() || have->digest == built)) return absl::OkStatus();
-  auto loaded = LoadImages(layout, kBaseName, store_, nullptr);
+  absl::StatusOr<std::vector<LoadedImage>> loaded;
+  {
+    auto writing = store_->Writing();
+    loaded = LoadImages(layout, kBaseName, store_, nullptr);
+    if (loaded.ok()) {
+      if (absl::Status s = store_->Tag(kBaseName, (*loaded)[0].digest, "built-in",
+                                       "the base template (tools/build_images.sh)");
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
   if (!loaded.ok()) {
     return absl::Status(loaded.status().code(),
                         absl::StrCat("cannot import the base template from ", layout, ": ",
                                      loaded.status().message()));
-  }
-  if (absl::Status s = store_->Tag(kBaseName, (*loaded)[0].digest, "built-in",
-                                   "the base template (tools/build_images.sh)");
-      !s.ok()) {
-    return s;
   }
   AIRLOCK_LOG_INFO("imported the base template", {{"digest", (*loaded)[0].digest}});
   return absl::OkStatus();
@@ -195,22 +201,73 @@ absl::StatusOr<vmm::RemoveImageResponse> ImageCatalog::Remove(const std::string&
   return resp;
 }
 
+absl::StatusOr<StoredImage> ImageCatalog::Commit(const std::string& digest,
+                                                 const std::vector<std::string>& names,
+                                                 const std::string& source,
+                                                 const Progress& progress) {
+  auto img = store_->Load(digest);
+  if (!img.ok()) return img.status();
+  auto disk = store_->BootDisk(*img, progress);
+  if (!disk.ok()) return disk.status();
+  for (const auto& n : names) {
+    if (absl::Status s = store_->Tag(n, digest, source); !s.ok()) return s;
+  }
+  return store_->Find(names[0]);
+}
+
+void ImageCatalog::CollectUnused() {
+  std::set<std::string> in_use;
+  for (const auto& [d, sandboxes] : CurrentUsage()) in_use.insert(d);
+  (void)store_->CollectGarbage(in_use);
+}
+
 absl::StatusOr<vmm::Image> ImageCatalog::Pull(const std::string& ref, const Progress& progress) {
   auto parsed = ParseReference(ref, default_registry_);
   if (!parsed.ok()) return parsed.status();
-  auto img = vmmd::Pull(*parsed, registry_, store_, progress);
-  if (!img.ok()) return img.status();
+  absl::StatusOr<StoredImage> img = absl::UnknownError("");
+  {
+    auto writing = store_->Writing();
+    auto digest = vmmd::Pull(*parsed, registry_, store_, progress);
+    img = digest.ok() ? Commit(*digest, {parsed->Name()},
+                               absl::StrCat("registry ", parsed->registry, "/",
+                                            parsed->repository),
+                               progress)
+                      : absl::StatusOr<StoredImage>(digest.status());
+  }
+  if (!img.ok()) {
+    // What an interrupted or refused pull stored goes again.
+    CollectUnused();
+    return img.status();
+  }
   return ToProto(*img, CurrentUsage(), false);
 }
 
 absl::StatusOr<std::vector<vmm::Image>> ImageCatalog::Load(const std::string& path,
                                                            const std::string& tag,
                                                            const Progress& progress) {
-  auto loaded = LoadImages(path, tag, store_, progress);
-  if (!loaded.ok()) return loaded.status();
+  absl::Status failed;
+  std::vector<StoredImage> stored;
+  {
+    auto writing = store_->Writing();
+    auto loaded = LoadImages(path, tag, store_, progress);
+    if (!loaded.ok()) failed = loaded.status();
+    for (size_t i = 0; failed.ok() && i < loaded->size(); ++i) {
+      const auto& l = (*loaded)[i];
+      auto img = Commit(l.digest, l.names, absl::StrCat("load ", path), progress);
+      if (img.ok()) {
+        stored.push_back(*img);
+      } else {
+        failed = img.status();
+      }
+    }
+  }
+  if (!failed.ok()) {
+    CollectUnused();
+    return failed;
+  }
   std::vector<vmm::Image> out;
   Usage usage = CurrentUsage();
-  for (const auto& img : *loaded) out.push_back(ToProto(img, usage, false));
+  for (const auto& img : stored) out.push_back(ToProto(img, usage, false));
   return out;
 }
 

@@ -66,6 +66,14 @@ class ImageCatalog {
   ImageStore* store() { return store_; }
 
  private:
+  // Commit checks that the stored image `digest` unpacks (building its
+  // boot disk, so it is ready to boot) and then names it. The caller holds
+  // store_->Writing(); after a failure it calls CollectUnused.
+  absl::StatusOr<StoredImage> Commit(const std::string& digest,
+                                     const std::vector<std::string>& names,
+                                     const std::string& source, const Progress& progress);
+  // CollectUnused drops blobs and disks nothing names or uses.
+  void CollectUnused();
   Usage CurrentUsage() const { return usage_ ? usage_() : Usage{}; }
 
   ImageStore* store_;

@@ -3,7 +3,8 @@
 // scratch raw disk, both it and the image's boot disk are mounted
 // read-only (loop, journal not replayed), and the difference of the two
 // trees becomes the layer (store/tree_diff.h). Shared workspaces are never
-// on the disk; the inner Docker store (/var/lib/docker) is left out.
+// on the disk; the inner Docker store (/var/lib/docker) and the platform
+// floor files the agent writes at boot are left out.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,7 +102,12 @@ absl::StatusOr<vmm::Image> SandboxManager::SaveTemplate(const vmm::SaveTemplateR
   if (absl::Status s = MountReadOnly(*lower_disk, lower); !s.ok()) return s;
   auto unmount_lower = absl::MakeCleanup([&] { Unmount(lower); });
 
-  std::vector<std::string> excluded = {"lost+found", "var/lib/docker"};
+  // The platform floor is written again at every boot (guest/egress.h):
+  // this install's CA, the proxy profile and the DNS stub's resolv.conf do
+  // not belong in an image.
+  std::vector<std::string> excluded = {"lost+found", "var/lib/docker", "etc/resolv.conf",
+                                       "etc/profile.d/airlock-egress.sh",
+                                       "usr/local/share/ca-certificates/airlock-egress-ca.crt"};
   for (const auto& m : busy->spec().mounts()) {
     std::string p = m.guest_path().empty() ? m.host_path() : m.guest_path();
     while (absl::StartsWith(p, "/")) p.erase(0, 1);

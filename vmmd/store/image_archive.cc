@@ -218,7 +218,7 @@ absl::Status AddFile(archive* a, const std::string& name, const std::string& src
 
 }  // namespace
 
-absl::StatusOr<std::vector<StoredImage>> LoadImages(const std::string& path,
+absl::StatusOr<std::vector<LoadedImage>> LoadImages(const std::string& path,
                                                     const std::string& tag, ImageStore* store,
                                                     const Progress& progress) {
   std::string tag_name;
@@ -227,7 +227,6 @@ absl::StatusOr<std::vector<StoredImage>> LoadImages(const std::string& path,
     if (!n.ok()) return n.status();
     tag_name = *n;
   }
-  auto writing = store->Writing();
   std::string dir = path;
   std::string scratch;
   struct Cleanup {
@@ -269,25 +268,19 @@ absl::StatusOr<std::vector<StoredImage>> LoadImages(const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat(path, " holds ", found->size(),
                                                    " images; --tag names only one"));
   }
-  std::string source = absl::StrCat("load ", path);
-  std::vector<StoredImage> out;
+  std::vector<LoadedImage> out;
   for (const Candidate& c : *found) {
-    std::vector<std::string> names;
+    LoadedImage img{c.manifest_digest, {}};
     if (!tag_name.empty()) {
-      names.push_back(tag_name);
+      img.names.push_back(tag_name);
     } else {
       for (const auto& n : c.names) {
         std::string s = StoreName(n);
-        if (!s.empty()) names.push_back(s);
+        if (!s.empty()) img.names.push_back(s);
       }
     }
-    if (names.empty()) names.push_back(Hex(c.manifest_digest).substr(0, 12));
-    for (const auto& n : names) {
-      if (absl::Status s = store->Tag(n, c.manifest_digest, source); !s.ok()) return s;
-    }
-    auto img = store->Find(names[0]);
-    if (!img.ok()) return img.status();
-    out.push_back(*img);
+    if (img.names.empty()) img.names.push_back(Hex(c.manifest_digest).substr(0, 12));
+    out.push_back(img);
   }
   return out;
 }

@@ -13,12 +13,20 @@
 
 namespace airlock::vmmd {
 
-// LoadImages stores every image found at `path` and names each as its
-// source does (io.containerd.image.name, org.opencontainers.image.ref.name
-// or docker's RepoTags), or `tag` when given (then the source must hold
-// exactly one image). An image without any name is named by its short id.
-// Every blob is verified against its digest; on error nothing is named.
-absl::StatusOr<std::vector<StoredImage>> LoadImages(const std::string& path,
+// LoadedImage is one image a source held: its manifest digest and the
+// store names it should get.
+struct LoadedImage {
+  std::string digest;
+  std::vector<std::string> names;
+};
+
+// LoadImages stores the blobs of every image found at `path` (the caller
+// holds store->Writing()) and says how each is to be named: as its source
+// does (io.containerd.image.name, org.opencontainers.image.ref.name or
+// docker's RepoTags), or `tag` when given (then the source must hold
+// exactly one image); an image without any name by its short id. Every
+// blob is verified against its digest. Naming is the caller's.
+absl::StatusOr<std::vector<LoadedImage>> LoadImages(const std::string& path,
                                                     const std::string& tag, ImageStore* store,
                                                     const Progress& progress);
 

@@ -305,10 +305,9 @@ AuthChallenge ParseAuthenticate(const std::string& header) {
   return ch;
 }
 
-absl::StatusOr<StoredImage> Pull(const Reference& ref, const RegistryOptions& options,
+absl::StatusOr<std::string> Pull(const Reference& ref, const RegistryOptions& options,
                                  ImageStore* store, const Progress& progress) {
   Session session(ref, options);
-  auto writing = store->Writing();
   auto fetch_document = [&](const std::string& r,
                             const std::string& want) -> absl::StatusOr<std::string> {
     auto resp = session.Get(session.Url("manifests", r), true, nullptr);
@@ -363,24 +362,25 @@ absl::StatusOr<StoredImage> Pull(const Reference& ref, const RegistryOptions& op
   };
   uint64_t total = 0;
   for (const auto& l : manifest->layers) total += l.size;
-  if (absl::Status s = fetch_blob(manifest->config, 0, total); !s.ok()) return s;
-  auto config_text = store->ReadBlob(manifest->config.digest);
-  if (!config_text.ok()) return config_text.status();
-  if (auto c = oci::ParseConfig(*config_text); !c.ok()) return c.status();
+  // The config is read (and checked) first but stored last, with the
+  // manifest: the layers are the bulk of the work.
+  auto config = session.Get(session.Url("blobs", manifest->config.digest), false, nullptr);
+  if (!config.ok()) return config.status();
+  if (config->status != 200) return RegistryError(ref, *config, "the image config");
+  if (oci::Sha256Digest(config->body) != manifest->config.digest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "blob digest mismatch: expected ", manifest->config.digest, ", got ",
+        oci::Sha256Digest(config->body), " (registry ", ref.registry, " sent the image config)"));
+  }
+  if (auto c = oci::ParseConfig(config->body); !c.ok()) return c.status();
   uint64_t done = 0;
   for (const auto& l : manifest->layers) {
     if (absl::Status s = fetch_blob(l, done, total); !s.ok()) return s;
     done += l.size;
     if (progress) progress("pulling", done, total);
   }
-  auto digest = store->PutBlob(manifest_text);
-  if (!digest.ok()) return digest.status();
-  if (absl::Status s = store->Tag(ref.Name(), *digest,
-                                  absl::StrCat("registry ", ref.registry, "/", ref.repository));
-      !s.ok()) {
-    return s;
-  }
-  return store->Find(ref.Name());
+  if (auto c = store->PutBlob(config->body, manifest->config.digest); !c.ok()) return c.status();
+  return store->PutBlob(manifest_text);
 }
 
 }  // namespace airlock::vmmd

@@ -38,12 +38,13 @@ struct RegistryOptions {
   std::function<RegistryCredentials(const std::string& host)> credentials;
 };
 
-// Pull fetches `ref` into `store` and names it ref.Name(). Returns the
-// stored image. Errors: NOT_FOUND for an unknown repository or tag,
-// UNAUTHENTICATED when the registry wants (other) credentials,
+// Pull fetches `ref`'s blobs into `store` (the caller holds
+// store->Writing()) and returns the digest of its linux/amd64 manifest;
+// naming it is the caller's. Errors: NOT_FOUND for an unknown repository
+// or tag, UNAUTHENTICATED when the registry wants (other) credentials,
 // UNAVAILABLE when it cannot be reached, INVALID_ARGUMENT for content that
-// does not match its digest; in every case nothing is named.
-absl::StatusOr<StoredImage> Pull(const Reference& ref, const RegistryOptions& options,
+// does not match its digest.
+absl::StatusOr<std::string> Pull(const Reference& ref, const RegistryOptions& options,
                                  ImageStore* store, const Progress& progress);
 
 // ParseAuthenticate reads a WWW-Authenticate header: the scheme
