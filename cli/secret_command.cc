@@ -54,9 +54,10 @@ std::string ReadSecret(const std::string& prompt) {
   return std::string(absl::StripAsciiWhitespace(value));
 }
 
-// ValueFrom picks the value: -t, --command (run on the host), or stdin.
+// ValueFrom picks the value: -t, --command (run on the host), or stdin
+// (asking with `prompt` on a terminal).
 bool ValueFrom(const std::string& token, const std::string& command, std::string* value,
-               int* exit_code) {
+               int* exit_code, const std::string& prompt = "secret value: ") {
   if (!token.empty() && !command.empty()) {
     std::cerr << "airlock: give -t or --command, not both\n";
     *exit_code = 2;
@@ -74,7 +75,7 @@ bool ValueFrom(const std::string& token, const std::string& command, std::string
     }
     *value = std::string(absl::StripAsciiWhitespace(r.out));
   } else {
-    *value = ReadSecret("secret value: ");
+    *value = ReadSecret(prompt);
   }
   if (value->empty()) {
     std::cerr << "airlock: the secret value is empty\n";
@@ -88,6 +89,36 @@ std::string ScopeText(const pb::SecretInfo& s) {
   return s.scope() == pb::GLOBAL ? "global" : s.sandbox();
 }
 
+// ServiceText is the SERVICE cell of `ls`: the service, "custom", or
+// "registry HOST".
+std::string ServiceText(const pb::SecretInfo& s) {
+  if (!s.registry().empty()) return "registry " + s.registry();
+  return s.service().empty() ? "custom" : s.service();
+}
+
+// RegistryValue makes the USERNAME:PASSWORD value of a registry credential
+// from what was read: the password when `username` is given, else the
+// whole pair. Never prints the value.
+bool RegistryValue(const std::string& username, std::string* value, int* exit_code) {
+  if (!username.empty()) {
+    if (username.find(':') != std::string::npos) {
+      std::cerr << "airlock: -u: a registry user name cannot contain ':'\n";
+      *exit_code = 2;
+      return false;
+    }
+    *value = username + ":" + *value;
+    return true;
+  }
+  size_t colon = value->find(':');
+  if (colon == std::string::npos || colon == 0) {
+    std::cerr << "airlock: without -u, the value must be USERNAME:PASSWORD (or give -u "
+                 "USERNAME and the password as the value)\n";
+    *exit_code = 2;
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void AddSecretCommand(CLI::App& app, int* exit_code) {
@@ -99,20 +130,43 @@ void AddSecretCommand(CLI::App& app, int* exit_code) {
   struct SetFlags {
     bool global = false;
     std::vector<std::string> args;
-    std::string token, command;
+    std::string token, command, registry, username;
   };
   auto* sf = new SetFlags();
   CLI::App* set = secret->add_subcommand(
-      "set", "Store a built-in service's credential: set -g SERVICE, or set SANDBOX SERVICE");
+      "set",
+      "Store a credential: set -g SERVICE, or set SANDBOX SERVICE, for a built-in service; set "
+      "--registry HOST [-u USERNAME] for the host's image pulls from a registry (always global, "
+      "never seen by a guest)");
   set->add_flag("-g,--global", sf->global, "For sandboxes created from now on");
-  set->add_option("args", sf->args, "[SANDBOX] SERVICE (see `airlock secret ls --services`)")
-      ->required();
+  set->add_option("args", sf->args,
+                  "[SANDBOX] SERVICE (see `airlock secret ls --services`); none with --registry");
+  set->add_option("--registry", sf->registry,
+                  "Registry host[:port] (ghcr.io, localhost:5000) whose image pulls by vmmd use "
+                  "this credential; its id is registry:HOST@global");
+  set->add_option("-u,--username", sf->username,
+                  "With --registry: the user name, and the value is the password (without -u "
+                  "the value is USERNAME:PASSWORD)");
   set->add_option("-t,--token", sf->token, "The value (else --command, else stdin)");
   set->add_option("--command", sf->command,
                   "Host command whose output is the value, e.g. 'gh auth token'");
   set->callback([=] {
     pb::SetRequest req;
-    if (sf->global && sf->args.size() == 1) {
+    std::string prompt = "secret value: ";
+    if (!sf->registry.empty()) {
+      if (!sf->args.empty()) {
+        std::cerr << "airlock: --registry takes no SANDBOX or SERVICE: a registry credential is "
+                     "global and no guest sees it\n";
+        return void(*exit_code = 2);
+      }
+      req.set_scope(pb::GLOBAL);
+      req.set_registry(sf->registry);
+      prompt = sf->username.empty() ? "USERNAME:PASSWORD for " + sf->registry + ": "
+                                    : "password of " + sf->username + " at " + sf->registry + ": ";
+    } else if (!sf->username.empty()) {
+      std::cerr << "airlock: -u is for registry credentials: give --registry HOST\n";
+      return void(*exit_code = 2);
+    } else if (sf->global && sf->args.size() == 1) {
       req.set_scope(pb::GLOBAL);
       req.set_service(sf->args[0]);
     } else if (!sf->global && sf->args.size() == 2) {
@@ -121,11 +175,12 @@ void AddSecretCommand(CLI::App& app, int* exit_code) {
       req.set_service(sf->args[1]);
     } else {
       std::cerr << "airlock: usage: airlock secret set -g SERVICE | airlock secret set SANDBOX "
-                   "SERVICE\n";
+                   "SERVICE | airlock secret set --registry HOST [-u USERNAME]\n";
       return void(*exit_code = 2);
     }
     std::string value;
-    if (!ValueFrom(sf->token, sf->command, &value, exit_code)) return;
+    if (!ValueFrom(sf->token, sf->command, &value, exit_code, prompt)) return;
+    if (!sf->registry.empty() && !RegistryValue(sf->username, &value, exit_code)) return;
     req.set_value(value);
     auto stub = ConnectSecrets(exit_code);
     if (!stub) return;
@@ -228,7 +283,8 @@ void AddSecretCommand(CLI::App& app, int* exit_code) {
     bool json = false, services = false;
   };
   auto* lf = new LsFlags();
-  CLI::App* ls = secret->add_subcommand("ls", "List secrets (never their values)");
+  CLI::App* ls = secret->add_subcommand(
+      "ls", "List secrets, registry credentials included (never their values)");
   ls->add_option("--sandbox", lf->sandbox, "Only what this sandbox sees");
   ls->add_flag("--json", lf->json, "Print JSON");
   ls->add_flag("--services", lf->services, "List the built-in services instead");
@@ -269,9 +325,9 @@ void AddSecretCommand(CLI::App& app, int* exit_code) {
                      {"env", s.env()},
                      {"hosts", hosts},
                      {"sentinel", s.sentinel()},
+                     {"registry", s.registry()},
                      {"created_at", s.created_at()}});
-      rows.push_back({s.id(), ScopeText(s), s.service().empty() ? "custom" : s.service(), s.env(),
-                      absl::StrJoin(hosts, ",")});
+      rows.push_back({s.id(), ScopeText(s), ServiceText(s), s.env(), absl::StrJoin(hosts, ",")});
     }
     if (lf->json) {
       std::cout << out.dump(2) << "\n";

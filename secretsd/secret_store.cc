@@ -2,8 +2,10 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +29,7 @@ struct SecretStore::Row {
   std::string sentinel;
   std::string sealed;
   int64_t created_at = 0;
+  std::string registry;  // registry secrets only
 };
 
 namespace {
@@ -45,6 +48,9 @@ namespace {
 //                    format no newline). They go with the registration.
 //                    (step 3) `suppress` 1: the binding hides the service
 //                    (no env, no inject).
+//   secrets.registry (step 4) host[:port] of a registry secret (scope
+//                    global; service, env, hosts and sentinel empty); ''
+//                    for every other secret, those stored before included.
 const std::vector<std::string>& Schema() {
   static const std::vector<std::string>* steps = new std::vector<std::string>{
       "CREATE TABLE secrets (serial INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
@@ -60,6 +66,7 @@ const std::vector<std::string>& Schema() {
       "ON DELETE CASCADE, service TEXT NOT NULL, env TEXT NOT NULL, inject TEXT NOT NULL, "
       "PRIMARY KEY (sandbox, service))",
       "ALTER TABLE kit_bindings ADD COLUMN suppress INTEGER NOT NULL DEFAULT 0",
+      "ALTER TABLE secrets ADD COLUMN registry TEXT NOT NULL DEFAULT ''",
   };
   return *steps;
 }
@@ -67,6 +74,7 @@ const std::vector<std::string>& Schema() {
 constexpr char kKeyCheckAad[] = "airlock.secretsd/key-check";
 constexpr char kKeyCheckText[] = "airlock secretsd key check v1";
 constexpr char kPlaceholderPrefix[] = "sbx-cs-";
+constexpr char kRegistryIdPrefix[] = "registry:";
 constexpr size_t kPlaceholderRandomChars = 24;
 
 const char* ScopeText(Scope s) { return s == Scope::kGlobal ? "global" : "sandbox"; }
@@ -110,9 +118,10 @@ absl::StatusOr<std::vector<std::string>> ValidateSpec(const SecretSpec& spec) {
         "a service alone, or env and hosts");
   }
   if (spec.service.empty() && !custom) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("service is empty and no custom env and hosts are given; built-in services: ",
-                     KnownServices()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "service is empty and no custom env and hosts (nor a registry) are given; built-in "
+        "services: ",
+        KnownServices()));
   }
   std::vector<std::string> hosts;
   if (!spec.service.empty()) {
@@ -150,6 +159,58 @@ absl::StatusOr<std::vector<std::string>> ValidateSpec(const SecretSpec& spec) {
     }
   }
   return hosts;
+}
+
+// NormalizeRegistryHost lowercases a registry's "host[:port]" and checks
+// it: a DNS name or IPv4 address (labels of a-z, 0-9 and '-', no trailing
+// '.'), then optionally ':' and a port from 1 to 65535 in decimal without
+// a leading zero, so that one registry has one id. Errors name `field`.
+absl::StatusOr<std::string> NormalizeRegistryHost(absl::string_view field, absl::string_view host) {
+  const std::string h = absl::AsciiStrToLower(host);
+  absl::string_view name = h;
+  absl::string_view port;
+  bool ok = true;
+  if (size_t colon = name.find(':'); colon != absl::string_view::npos) {
+    port = name.substr(colon + 1);
+    name = name.substr(0, colon);
+    uint32_t number = 0;
+    ok = !port.empty() && port.size() <= 5 && port[0] != '0' &&
+         std::all_of(port.begin(), port.end(), absl::ascii_isdigit) &&
+         absl::SimpleAtoi(port, &number) && number <= 65535;
+  }
+  ok = ok && !name.empty() && name.back() != '.' && NormalizeHostName(name).ok();
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " ", QuoteForMessage(host),
+                     " is not a registry host[:port]: labels of a-z, 0-9 and '-' separated by '.', "
+                     "optionally :PORT from 1 to 65535 (e.g. ghcr.io, localhost:5000)"));
+  }
+  return h;
+}
+
+// Validates a registry secret's spec and returns its normalized host.
+absl::StatusOr<std::string> ValidateRegistrySpec(const SecretSpec& spec) {
+  if (spec.scope == Scope::kSandbox || !spec.sandbox.empty()) {
+    return absl::InvalidArgumentError(
+        "scope: a registry secret is always GLOBAL (set no sandbox): it is the host's, for "
+        "image pulls, and no guest sees it");
+  }
+  if (!spec.service.empty() || !spec.env.empty() || !spec.hosts.empty() ||
+      !spec.placeholder.empty()) {
+    return absl::InvalidArgumentError(
+        "registry and the service and custom fields (service, env, hosts, placeholder) are "
+        "mutually exclusive: a registry secret has no env var and no sentinel");
+  }
+  auto host = NormalizeRegistryHost("registry", spec.registry);
+  if (!host.ok()) return host.status();
+  if (absl::Status s = ValidateValue(spec.value); !s.ok()) return s;
+  // A Basic user name holds no ':', so the first one ends it.
+  size_t colon = spec.value.find(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        "value: a registry credential is USERNAME:PASSWORD, with a non-empty username");
+  }
+  return host;
 }
 
 // True when `host` (normalized) is one of the built-in hosts of `def`, as
@@ -280,7 +341,7 @@ absl::Status SecretStore::CheckKey() {
 absl::StatusOr<std::vector<SecretStore::Row>> SecretStore::Rows(
     const std::string& where, const std::vector<SqlValue>& params) {
   auto rows = db_->Query(absl::StrCat("SELECT serial, id, scope, sandbox, service, env, hosts, "
-                                      "sentinel, sealed, created_at FROM secrets WHERE ",
+                                      "sentinel, sealed, created_at, registry FROM secrets WHERE ",
                                       where, " ORDER BY id"),
                          params);
   if (!rows.ok()) return rows.status();
@@ -298,6 +359,7 @@ absl::StatusOr<std::vector<SecretStore::Row>> SecretStore::Rows(
     row.hosts = r[6];
     row.sentinel = r[7];
     row.sealed = std::move(r[8]);
+    row.registry = r[10];
     out.push_back(std::move(row));
   }
   return out;
@@ -311,6 +373,9 @@ SecretInfo SecretStore::ToInfo(const Row& row) {
   info.service = row.service;
   info.sentinel = row.sentinel;
   info.created_at = row.created_at;
+  info.registry = row.registry;
+  // A registry secret has no env or hosts: only vmmd uses it, for pulls.
+  if (!row.registry.empty()) return info;
   if (row.service.empty()) {
     info.env = {row.env};
     if (!row.hosts.empty()) info.hosts = absl::StrSplit(row.hosts, '\n');
@@ -343,18 +408,36 @@ absl::StatusOr<std::string> SecretStore::NewPlaceholder() {
 }
 
 absl::StatusOr<SecretInfo> SecretStore::Set(const SecretSpec& spec) {
-  auto hosts = ValidateSpec(spec);
-  if (!hosts.ok()) return hosts.status();
-  const bool custom = spec.service.empty();
-  const std::string id = absl::StrCat(custom ? absl::StrCat("custom:", spec.env) : spec.service,
-                                      "@", spec.scope == Scope::kGlobal ? "global" : spec.sandbox);
+  const bool registry = !spec.registry.empty();
+  std::string registry_host;
+  std::vector<std::string> hosts;
+  if (registry) {
+    auto host = ValidateRegistrySpec(spec);
+    if (!host.ok()) return host.status();
+    registry_host = std::move(*host);
+  } else {
+    auto valid = ValidateSpec(spec);
+    if (!valid.ok()) return valid.status();
+    hosts = std::move(*valid);
+  }
+  const bool custom = !registry && spec.service.empty();
+  const Scope scope = registry ? Scope::kGlobal : spec.scope;
+  const std::string sandbox = scope == Scope::kSandbox ? spec.sandbox : "";
+  std::string id;
+  if (registry) {
+    id = absl::StrCat(kRegistryIdPrefix, registry_host, "@global");
+  } else {
+    id = absl::StrCat(custom ? absl::StrCat("custom:", spec.env) : spec.service, "@",
+                      scope == Scope::kGlobal ? "global" : spec.sandbox);
+  }
   const std::string env = custom ? spec.env : "";
-  const std::string hosts_text = absl::StrJoin(*hosts, "\n");
+  const std::string hosts_text = absl::StrJoin(hosts, "\n");
 
   std::lock_guard<std::mutex> lock(mu_);
   auto existing = Rows("id = ?", {id});
   if (!existing.ok()) return existing.status();
-  std::string sentinel = kProxyManaged;
+  // A registry secret has no sentinel: nothing of it reaches a guest.
+  std::string sentinel = registry ? "" : kProxyManaged;
   if (custom) {
     if (!spec.placeholder.empty()) {
       sentinel = spec.placeholder;
@@ -383,9 +466,9 @@ absl::StatusOr<SecretInfo> SecretStore::Set(const SecretSpec& spec) {
   if (existing->empty()) {
     s = db_->Exec(
         "INSERT INTO secrets (id, scope, sandbox, service, env, hosts, sentinel, sealed, "
-        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        {id, std::string(ScopeText(spec.scope)), spec.scope == Scope::kSandbox ? spec.sandbox : "",
-         spec.service, env, hosts_text, sentinel, *sealed, now});
+        "created_at, registry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        {id, std::string(ScopeText(scope)), sandbox, spec.service, env, hosts_text, sentinel,
+         *sealed, now, registry_host});
   } else {
     // Same serial: sandboxes that got this global keep getting it (a
     // rotated key reaches them on their next request).
@@ -396,13 +479,14 @@ absl::StatusOr<SecretInfo> SecretStore::Set(const SecretSpec& spec) {
   if (!s.ok()) return s;
   Row row;
   row.id = id;
-  row.scope = spec.scope;
-  row.sandbox = spec.scope == Scope::kSandbox ? spec.sandbox : "";
+  row.scope = scope;
+  row.sandbox = sandbox;
   row.service = spec.service;
   row.env = env;
   row.hosts = hosts_text;
   row.sentinel = sentinel;
   row.created_at = now;
+  row.registry = registry_host;
   return ToInfo(row);
 }
 
@@ -418,9 +502,10 @@ absl::Status SecretStore::Register(const std::string& sandbox) {
       !s.ok()) {
     return s;
   }
+  // Registry secrets are the host's: no sandbox gets them.
   return db_->Exec(
       "INSERT INTO sandbox_globals (sandbox, serial) "
-      "SELECT ?, serial FROM secrets WHERE scope = 'global'",
+      "SELECT ?, serial FROM secrets WHERE scope = 'global' AND registry = ''",
       {sandbox});
 }
 
@@ -456,15 +541,18 @@ absl::StatusOr<std::vector<SecretStore::Row>> SecretStore::InEffect(const std::s
     if (!s.ok()) return s;
     *registered = true;
   }
-  auto own = Rows("scope = 'sandbox' AND sandbox = ?", {sandbox});
+  // Registry secrets never apply to a sandbox: no env, no sentinel, and
+  // nothing for proxyd to place.
+  auto own = Rows("scope = 'sandbox' AND sandbox = ? AND registry = ''", {sandbox});
   if (!own.ok()) return own;
   absl::StatusOr<std::vector<Row>> globals;
   if (*registered) {
     globals = Rows(
-        "scope = 'global' AND serial IN (SELECT serial FROM sandbox_globals WHERE sandbox = ?)",
+        "scope = 'global' AND registry = '' AND serial IN (SELECT serial FROM sandbox_globals "
+        "WHERE sandbox = ?)",
         {sandbox});
   } else if (unregistered == Unregistered::kAllGlobals) {
-    globals = Rows("scope = 'global'", {});
+    globals = Rows("scope = 'global' AND registry = ''", {});
   } else {
     globals = std::vector<Row>();
   }
@@ -584,6 +672,29 @@ absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& 
     out.push_back(Credential{r.id, r.sentinel, std::move(*value), format});
   }
   return out;
+}
+
+absl::StatusOr<RegistryCredential> SecretStore::ResolveRegistry(const std::string& host) {
+  if (host.empty()) return absl::InvalidArgumentError("host is required");
+  auto h = NormalizeRegistryHost("host", host);
+  if (!h.ok()) return h.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = Rows("registry = ?", {*h});
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) {
+    return absl::NotFoundError(absl::StrCat("no registry credential is stored for ", *h));
+  }
+  const Row& r = rows->front();
+  auto value = secretsd::Open(key_, r.sealed, r.id);
+  if (!value.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("secret ", r.id, " cannot be decrypted: ", value.status().message()));
+  }
+  size_t colon = value->find(':');
+  if (colon == std::string::npos) {
+    return absl::DataLossError(absl::StrCat("secret ", r.id, " is not USERNAME:PASSWORD"));
+  }
+  return RegistryCredential{value->substr(0, colon), value->substr(colon + 1)};
 }
 
 absl::StatusOr<std::vector<std::string>> SecretStore::BindKit(

@@ -1,6 +1,7 @@
 // secretsd's durable secrets: values sealed with AES-256-GCM in the
 // daemon's SQLite file, the sandboxes' view of them (own plus the globals
-// that existed when the sandbox was created), and plaintext resolution.
+// that existed when the sandbox was created), and plaintext resolution
+// (for proxyd's requests, and registry credentials for vmmd's pulls).
 #ifndef AIRLOCK_SECRETSD_SECRET_STORE_H_
 #define AIRLOCK_SECRETSD_SECRET_STORE_H_
 
@@ -24,7 +25,8 @@ enum class Scope { kUnspecified, kGlobal, kSandbox };
 inline constexpr char kProxyManaged[] = "proxy-managed";
 
 // SecretSpec is a Set request as a caller writes it, before validation:
-// either `service`, or the custom fields `env`, `hosts`, `placeholder`.
+// either `service`, or the custom fields `env`, `hosts`, `placeholder`, or
+// `registry` (a registry credential: global, value USERNAME:PASSWORD).
 struct SecretSpec {
   Scope scope = Scope::kUnspecified;
   std::string sandbox;
@@ -33,6 +35,7 @@ struct SecretSpec {
   std::string env;
   std::vector<std::string> hosts;
   std::string placeholder;
+  std::string registry;
 };
 
 // SecretInfo is what anyone may see of a secret: never its value.
@@ -40,11 +43,14 @@ struct SecretInfo {
   std::string id;
   Scope scope = Scope::kUnspecified;
   std::string sandbox;  // empty for kGlobal
-  std::string service;  // empty for a custom secret
+  std::string service;  // empty for a custom or registry secret
   std::vector<std::string> env;
   std::vector<std::string> hosts;
   std::string sentinel;
   int64_t created_at = 0;
+  // host[:port] of a registry secret, which has no env, hosts or sentinel;
+  // empty for the others.
+  std::string registry;
 };
 
 // Credential is one secret's plaintext for one host, and how proxyd places
@@ -54,6 +60,13 @@ struct Credential {
   std::string sentinel;
   std::string value;
   std::string format;
+};
+
+// RegistryCredential is a registry secret's plaintext: the stored
+// USERNAME:PASSWORD split at its first ':'.
+struct RegistryCredential {
+  std::string username;
+  std::string password;
 };
 
 // KitInject is one place a Kit puts a credential: a DNS host name and the
@@ -78,8 +91,12 @@ struct KitBinding {
 };
 
 // SecretStore is thread-safe. Ids are "<service>@global",
-// "<service>@<sandbox>", "custom:<ENV>@global" and "custom:<ENV>@<sandbox>"
-// (no sandbox may be named "global").
+// "<service>@<sandbox>", "custom:<ENV>@global", "custom:<ENV>@<sandbox>"
+// (no sandbox may be named "global") and "registry:<host[:port]>@global".
+//
+// Registry secrets are the host's, for vmmd's image pulls: always global,
+// in no sandbox's view (List of a sandbox, Sentinels, Resolve, BindKit),
+// and only ResolveRegistry returns their values.
 //
 // Scopes: a sandbox secret applies to its sandbox at once. A global secret
 // applies to sandboxes created after it was set: the first Sentinels call
@@ -104,12 +121,16 @@ class SecretStore {
 
   // Set validates `spec` and stores it, replacing the secret with the same
   // id (a custom secret keeps its sentinel unless a placeholder is given).
-  // INVALID_ARGUMENT names the offending field, never the value.
+  // INVALID_ARGUMENT names the offending field, never the value. A
+  // registry host is lowercased and must be a DNS name or IPv4 address
+  // with an optional ":port" (1-65535, no leading zero); its value must
+  // hold a ':' after a non-empty username.
   absl::StatusOr<SecretInfo> Set(const SecretSpec& spec);
 
   // List returns every secret (empty `sandbox`), or the ones in effect for
   // `sandbox`: its own plus its registered globals, or, for a sandbox not
-  // registered yet, plus the globals it would get if created now.
+  // registered yet, plus the globals it would get if created now (registry
+  // secrets are in no sandbox's).
   absl::StatusOr<std::vector<SecretInfo>> List(const std::string& sandbox);
 
   // Delete removes the secret `id`; NOT_FOUND when there is none. The next
@@ -133,6 +154,12 @@ class SecretStore {
   // registered by Sentinels (or BindKit) gets only its own secrets.
   absl::StatusOr<std::vector<Credential>> Resolve(const std::string& sandbox,
                                                   const std::string& host);
+
+  // ResolveRegistry returns the credential stored for the registry `host`
+  // (host[:port], case ignored); NOT_FOUND when there is none,
+  // INVALID_ARGUMENT when `host` is not host[:port]. Callers must have
+  // established that vmmd asks.
+  absl::StatusOr<RegistryCredential> ResolveRegistry(const std::string& host);
 
   // BindKit replaces the whole set of Kit bindings of `sandbox` with
   // `bindings` (an empty list removes them), in one transaction, registering
@@ -184,7 +211,8 @@ class SecretStore {
   // Bindings is the Kit bindings of `sandbox`, by service.
   absl::StatusOr<std::map<std::string, KitBinding>> Bindings(const std::string& sandbox);
   // InEffect is the secrets that apply to `sandbox`, a sandbox secret
-  // hiding the global one with the same service or custom env.
+  // hiding the global one with the same service or custom env; never a
+  // registry secret.
   absl::StatusOr<std::vector<Row>> InEffect(const std::string& sandbox, Unregistered unregistered);
   static SecretInfo ToInfo(const Row& row);
   static absl::StatusOr<std::string> NewPlaceholder();

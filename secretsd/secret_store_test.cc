@@ -35,6 +35,20 @@ SecretSpec Custom(Scope scope, const std::string& sandbox, const std::string& en
   return s;
 }
 
+SecretSpec Registry(const std::string& host, const std::string& value) {
+  SecretSpec s;
+  s.scope = Scope::kGlobal;
+  s.registry = host;
+  s.value = value;
+  return s;
+}
+
+// "username:password" of a registry credential, or the error code's name.
+std::string Basic(const absl::StatusOr<RegistryCredential>& cred) {
+  if (!cred.ok()) return absl::StatusCodeToString(cred.status().code());
+  return cred->username + ":" + cred->password;
+}
+
 KitBinding Bind(const std::string& service, const std::string& env,
                 std::vector<KitInject> inject = {}) {
   return KitBinding{service, env, std::move(inject)};
@@ -345,6 +359,150 @@ TEST_F(SecretStoreTest, ValidationErrorsNameTheFieldAndNeverTheValue) {
     EXPECT_EQ(r.status().message().find("VALUE-d41d8"), std::string::npos) << r.status();
   }
   EXPECT_TRUE(store_->List("")->empty());
+}
+
+TEST_F(SecretStoreTest, ARegistrySecretIsGlobalAndOnlyResolvedForItsHost) {
+  auto r = store_->Set(Registry("GHCR.io", "bot:pa:ss"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->id, "registry:ghcr.io@global");
+  EXPECT_EQ(r->scope, Scope::kGlobal);
+  EXPECT_EQ(r->registry, "ghcr.io");
+  EXPECT_EQ(r->service, "");
+  EXPECT_TRUE(r->env.empty());
+  EXPECT_TRUE(r->hosts.empty());
+  EXPECT_EQ(r->sentinel, "");
+  // Scope may be left unset: a registry secret is always global.
+  SecretSpec unscoped = Registry("localhost:5000", "u:p");
+  unscoped.scope = Scope::kUnspecified;
+  auto local = store_->Set(unscoped);
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(local->id, "registry:localhost:5000@global");
+  EXPECT_EQ(local->scope, Scope::kGlobal);
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "github", "gh-value")).ok());
+
+  auto all = store_->List("");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(Ids(*all), (std::vector<std::string>{"github@global", "registry:ghcr.io@global",
+                                                 "registry:localhost:5000@global"}));
+  EXPECT_EQ((*all)[1].registry, "ghcr.io");
+  EXPECT_EQ((*all)[2].registry, "localhost:5000");
+  EXPECT_EQ((*all)[0].registry, "");
+
+  // No sandbox sees it: not in its list, its env, or what proxyd resolves.
+  EXPECT_EQ(Ids(*store_->List("box1")), std::vector<std::string>{"github@global"});
+  auto env = store_->Sentinels("box1");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(*env, (std::map<std::string, std::string>{{"GH_TOKEN", "proxy-managed"},
+                                                      {"GITHUB_TOKEN", "proxy-managed"}}));
+  EXPECT_EQ(Ids(*store_->List("box1")), std::vector<std::string>{"github@global"});
+  for (const char* host : {"ghcr.io", "localhost", "localhost:5000"}) {
+    EXPECT_TRUE(Values(store_->Resolve("box1", host)).empty()) << host;
+  }
+
+  EXPECT_EQ(Basic(store_->ResolveRegistry("ghcr.io")), "bot:pa:ss");
+  EXPECT_EQ(Basic(store_->ResolveRegistry("GHCR.IO")), "bot:pa:ss");
+  EXPECT_EQ(Basic(store_->ResolveRegistry("localhost:5000")), "u:p");
+  // Another port or host is another registry.
+  EXPECT_EQ(Basic(store_->ResolveRegistry("localhost")), "NOT_FOUND");
+  EXPECT_EQ(Basic(store_->ResolveRegistry("ghcr.io:443")), "NOT_FOUND");
+  EXPECT_EQ(Basic(store_->ResolveRegistry("docker.io")), "NOT_FOUND");
+  EXPECT_EQ(Basic(store_->ResolveRegistry("")), "INVALID_ARGUMENT");
+  EXPECT_EQ(Basic(store_->ResolveRegistry("ghcr.io/ns")), "INVALID_ARGUMENT");
+
+  // Setting it again replaces it.
+  auto again = store_->Set(Registry("ghcr.io", "other:tok"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->id, "registry:ghcr.io@global");
+  EXPECT_EQ(Basic(store_->ResolveRegistry("ghcr.io")), "other:tok");
+  EXPECT_EQ(store_->List("")->size(), 3u);
+
+  // It survives a restart; Delete takes its id.
+  Reopen();
+  EXPECT_EQ(Basic(store_->ResolveRegistry("ghcr.io")), "other:tok");
+  ASSERT_TRUE(store_->Delete("registry:ghcr.io@global").ok());
+  EXPECT_EQ(Basic(store_->ResolveRegistry("ghcr.io")), "NOT_FOUND");
+  EXPECT_EQ(store_->Delete("registry:ghcr.io@global").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Basic(store_->ResolveRegistry("localhost:5000")), "u:p");
+  // A sandbox created after it still gets no registry secret.
+  EXPECT_EQ(store_->Sentinels("box2")->size(), 2u);
+  EXPECT_EQ(Ids(*store_->List("box2")), std::vector<std::string>{"github@global"});
+}
+
+TEST_F(SecretStoreTest, RegistryValidationNamesTheFieldAndNeverTheValue) {
+  const std::string v = "VALUE-0cc175b9c0f1b6a831c399e269772661";
+  for (const char* host : {"ghcr.io:", "ghcr.io:0", "ghcr.io:65536", "ghcr.io:080", "ghcr.io:+80",
+                           "ghcr.io:1:2", "gh cr.io", "ghcr_io", "https://ghcr.io", "ghcr.io/ns",
+                           "-ghcr.io", "ghcr.io.", "a..b", ":5000", "[::1]:5000", "*.ghcr.io"}) {
+    auto r = store_->Set(Registry(host, "u:" + v));
+    ASSERT_FALSE(r.ok()) << host;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_EQ(r.status().message().rfind("registry ", 0), 0u) << r.status();
+    EXPECT_EQ(r.status().message().find(v), std::string::npos) << r.status();
+  }
+  for (const char* host : {"ghcr.io:443", "127.0.0.1:5000", "localhost", "LOCALHOST:65535"}) {
+    auto r = store_->Set(Registry(host, "u:p"));
+    EXPECT_TRUE(r.ok()) << host << ": " << r.status();
+  }
+  EXPECT_EQ(
+      Ids(*store_->List("")),
+      (std::vector<std::string>{"registry:127.0.0.1:5000@global", "registry:ghcr.io:443@global",
+                                "registry:localhost:65535@global", "registry:localhost@global"}));
+  for (const auto& c : Ids(*store_->List(""))) ASSERT_TRUE(store_->Delete(c).ok());
+
+  struct Case {
+    SecretSpec spec;
+    std::string field;
+  };
+  SecretSpec sandboxed = Registry("ghcr.io", "u:" + v);
+  sandboxed.scope = Scope::kSandbox;
+  sandboxed.sandbox = "box1";
+  SecretSpec with_sandbox = Registry("ghcr.io", "u:" + v);
+  with_sandbox.sandbox = "box1";
+  SecretSpec with_service = Registry("ghcr.io", "u:" + v);
+  with_service.service = "github";
+  SecretSpec with_env = Registry("ghcr.io", "u:" + v);
+  with_env.env = "REGISTRY_TOKEN";
+  SecretSpec with_hosts = Registry("ghcr.io", "u:" + v);
+  with_hosts.hosts = {"ghcr.io"};
+  std::vector<Case> cases = {
+      {Registry("ghcr.io", v), "value: a registry credential is USERNAME:PASSWORD"},
+      {Registry("ghcr.io", ":" + v), "value: a registry credential is USERNAME:PASSWORD"},
+      {Registry("ghcr.io", ""), "value is empty"},
+      {Registry("ghcr.io", "u:" + v + "\n"), "value contains"},
+      {sandboxed, "scope: a registry secret is always GLOBAL"},
+      {with_sandbox, "scope: a registry secret is always GLOBAL"},
+      {with_service, "mutually exclusive"},
+      {with_env, "mutually exclusive"},
+      {with_hosts, "mutually exclusive"},
+  };
+  for (const auto& c : cases) {
+    auto r = store_->Set(c.spec);
+    ASSERT_FALSE(r.ok()) << c.field;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_NE(r.status().message().find(c.field), std::string::npos) << r.status();
+    EXPECT_EQ(r.status().message().find("VALUE-0cc17"), std::string::npos) << r.status();
+  }
+  EXPECT_TRUE(store_->List("")->empty());
+}
+
+TEST_F(SecretStoreTest, AStateFileFromBeforeRegistrySecretsStaysReadable) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "openai", "o-global")).ok());
+  ASSERT_TRUE(store_->Set(Custom(Scope::kSandbox, "box1", "TOK", {"a.example.com"}, "c")).ok());
+  ASSERT_TRUE(store_->Sentinels("box1").ok());
+  // Make it a state file of schema step 3: no registry column.
+  ASSERT_TRUE(db_->Exec("ALTER TABLE secrets DROP COLUMN registry").ok());
+  ASSERT_TRUE(db_->Exec("PRAGMA user_version = 3").ok());
+  Reopen();
+
+  EXPECT_EQ(Ids(*store_->List("")), (std::vector<std::string>{"custom:TOK@box1", "openai@global"}));
+  EXPECT_EQ(Values(store_->Resolve("box1", "api.openai.com")),
+            std::vector<std::string>{"o-global:bearer"});
+  EXPECT_EQ(Values(store_->Resolve("box1", "a.example.com")),
+            std::vector<std::string>{"c:replace"});
+  ASSERT_TRUE(store_->Set(Registry("ghcr.io", "u:p")).ok());
+  EXPECT_EQ(Basic(store_->ResolveRegistry("ghcr.io")), "u:p");
+  EXPECT_EQ(store_->List("")->size(), 3u);
+  EXPECT_EQ(store_->List("box1")->size(), 2u);
 }
 
 TEST_F(SecretStoreTest, APlaceholderStandsForOneVariable) {
@@ -862,6 +1020,7 @@ TEST_F(SecretStoreTest, NoPlaintextInTheDatabaseOrItsWal) {
   ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", v + "-rotated")).ok());
   ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "openai", v + "-deleted")).ok());
   ASSERT_TRUE(store_->Delete("openai@global").ok());
+  ASSERT_TRUE(store_->Set(Registry("ghcr.io", "bot:" + v + "-registry")).ok());
   ASSERT_TRUE(store_->Sentinels("box1").ok());
   ASSERT_EQ(Values(store_->Resolve("box1", "api.github.com")),
             std::vector<std::string>{v + "-gh:bearer"});

@@ -37,6 +37,7 @@ void ToProto(const SecretInfo& info, pb::SecretInfo* out) {
   for (const auto& h : info.hosts) out->add_hosts(h);
   out->set_sentinel(info.sentinel);
   out->set_created_at(info.created_at);
+  out->set_registry(info.registry);
 }
 
 }  // namespace
@@ -70,6 +71,7 @@ grpc::Status SecretsService::Set(grpc::ServerContext*, const pb::SetRequest* req
   spec.env = req->env();
   spec.hosts.assign(req->hosts().begin(), req->hosts().end());
   spec.placeholder = req->placeholder();
+  spec.registry = req->registry();
   auto info = store_->Set(spec);
   if (!info.ok()) return ToGrpc(info.status());
   AIRLOCK_LOG_INFO("secret set", {{"id", info->id}});
@@ -134,6 +136,31 @@ grpc::Status SecretsService::Resolve(grpc::ServerContext* ctx, const pb::Resolve
                                  {"sandbox", req->sandbox()},
                                  {"host", req->host()},
                                  {"ids", absl::StrJoin(ids, ",")}});
+  return grpc::Status::OK;
+}
+
+grpc::Status SecretsService::ResolveRegistry(grpc::ServerContext* ctx,
+                                             const pb::ResolveRegistryRequest* req,
+                                             pb::RegistryCredential* resp) {
+  // Identity first, as for Resolve: proxyd is refused like anyone else.
+  ResolverDecision d = AuthorizeRegistryResolver(IdentifyCaller(*ctx), policy_);
+  if (!d.allowed) {
+    AIRLOCK_LOG_WARN("registry resolve refused",
+                     {{"caller", d.caller}, {"reason", d.reason}, {"host", req->host()}});
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "only vmmd may resolve registry credentials");
+  }
+  auto cred = store_->ResolveRegistry(req->host());
+  if (!cred.ok()) {
+    if (cred.status().code() == absl::StatusCode::kDataLoss) {
+      AIRLOCK_LOG_ERROR("registry resolve failed",
+                        {{"host", req->host()}, {"error", std::string(cred.status().message())}});
+    }
+    return ToGrpc(cred.status());
+  }
+  resp->set_username(cred->username);
+  resp->set_password(std::move(cred->password));
+  AIRLOCK_LOG_DEBUG("registry credential resolved", {{"caller", d.caller}, {"host", req->host()}});
   return grpc::Status::OK;
 }
 

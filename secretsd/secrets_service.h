@@ -1,5 +1,6 @@
 // secretsd's gRPC surface (airlock.secrets.v1.Secrets): translates between
-// the protos and SecretStore, and lets only proxyd reach Resolve.
+// the protos and SecretStore, and lets only proxyd reach Resolve and only
+// vmmd reach ResolveRegistry.
 #ifndef AIRLOCK_SECRETSD_SECRETS_SERVICE_H_
 #define AIRLOCK_SECRETSD_SECRETS_SERVICE_H_
 
@@ -11,7 +12,7 @@ namespace airlock::secretsd {
 
 class SecretsService final : public airlock::secrets::v1::Secrets::Service {
  public:
-  // SecretsService serves `store`; `policy` says who proxyd is.
+  // SecretsService serves `store`; `policy` says who proxyd and vmmd are.
   SecretsService(SecretStore* store, ResolverPolicy policy)
       : store_(store), policy_(std::move(policy)) {}
 
@@ -27,6 +28,12 @@ class SecretsService final : public airlock::secrets::v1::Secrets::Service {
   // unless AuthorizeResolver accepts the caller's transport identity.
   grpc::Status Resolve(grpc::ServerContext*, const airlock::secrets::v1::ResolveRequest*,
                        airlock::secrets::v1::ResolveResponse*) override;
+  // ResolveRegistry answers PERMISSION_DENIED "only vmmd may resolve
+  // registry credentials" unless AuthorizeRegistryResolver accepts the
+  // caller's transport identity.
+  grpc::Status ResolveRegistry(grpc::ServerContext*,
+                               const airlock::secrets::v1::ResolveRegistryRequest*,
+                               airlock::secrets::v1::RegistryCredential*) override;
   // Forget deletes a removed sandbox's own secrets and its registration
   // (with keep_secrets, only the registration and its Kit bindings).
   grpc::Status Forget(grpc::ServerContext*, const airlock::secrets::v1::ForgetRequest*,

@@ -1,6 +1,7 @@
 // Drives SecretsService through the real daemon runtime, in this process:
 // over its Unix socket (the caller is this test binary, so whether it
-// counts as proxyd is decided by --proxyd-exe) and over mTLS TCP.
+// counts as proxyd or vmmd is decided by the policy's binaries) and over
+// mTLS TCP.
 #include "secretsd/secrets_service.h"
 
 #include <netinet/in.h>
@@ -101,6 +102,29 @@ grpc::Status Resolve(pb::Secrets::Stub& stub, const std::string& sandbox, const 
   req.set_sandbox(sandbox);
   req.set_host(host);
   return stub.Resolve(&ctx, req, out);
+}
+
+grpc::Status SetRegistry(pb::Secrets::Stub& stub, const std::string& host, const std::string& value,
+                         pb::SecretInfo* out) {
+  grpc::ClientContext ctx;
+  pb::SetRequest req;
+  req.set_scope(pb::GLOBAL);
+  req.set_registry(host);
+  req.set_value(value);
+  return stub.Set(&ctx, req, out);
+}
+
+grpc::Status ResolveRegistry(pb::Secrets::Stub& stub, const std::string& host,
+                             pb::RegistryCredential* out) {
+  grpc::ClientContext ctx;
+  pb::ResolveRegistryRequest req;
+  req.set_host(host);
+  return stub.ResolveRegistry(&ctx, req, out);
+}
+
+// This test binary is vmmd; proxyd is some other binary.
+ResolverPolicy SelfIsVmmd() {
+  return ResolverPolicy{getuid(), *CanonicalPath("/bin/sh"), "proxyd", SelfExe(), "vmmd"};
 }
 
 TEST(SecretsServiceTest, ACallerThatIsNotProxydCannotResolveButMayManage) {
@@ -495,6 +519,118 @@ TEST(SecretsServiceTest, ForgetKeepingSecretsLetsAFailedCreateBeRetried) {
   EXPECT_EQ(resolved.credentials(0).value(), kValue);
 }
 
+TEST(SecretsServiceTest, VmmdResolvesARegistryCredentialNoGuestSees) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, SelfIsVmmd());
+  pb::Secrets::Stub& stub = server.stub();
+  const std::string password = "ghp-REGISTRY-MARKER-9e107d9d";
+
+  pb::SecretInfo info;
+  grpc::Status s = SetRegistry(stub, "ghcr.io", "bot:" + password, &info);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(info.id(), "registry:ghcr.io@global");
+  EXPECT_EQ(info.scope(), pb::GLOBAL);
+  EXPECT_EQ(info.registry(), "ghcr.io");
+  EXPECT_EQ(info.service(), "");
+  EXPECT_EQ(info.env(), "");
+  EXPECT_EQ(info.sentinel(), "");
+  EXPECT_EQ(info.hosts_size(), 0);
+  EXPECT_EQ(info.SerializeAsString().find(password), std::string::npos);
+  ASSERT_TRUE(SetGlobal(stub, "github", kValue, &info).ok());
+
+  grpc::ClientContext lctx;
+  pb::ListResponse list;
+  ASSERT_TRUE(stub.List(&lctx, {}, &list).ok());
+  ASSERT_EQ(list.secrets_size(), 2);
+  EXPECT_EQ(list.secrets(1).id(), "registry:ghcr.io@global");
+  EXPECT_EQ(list.secrets(1).registry(), "ghcr.io");
+  EXPECT_EQ(list.SerializeAsString().find(password), std::string::npos);
+
+  pb::RegistryCredential cred;
+  s = ResolveRegistry(stub, "ghcr.io", &cred);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(cred.username(), "bot");
+  EXPECT_EQ(cred.password(), password);
+  pb::RegistryCredential none;
+  s = ResolveRegistry(stub, "localhost:5000", &none);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_EQ(ResolveRegistry(stub, "not a host", &none).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // The guest's env has the service's sentinel only.
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env_size(), 2);
+  EXPECT_EQ(env.env().at("GH_TOKEN"), "proxy-managed");
+  grpc::ClientContext sctx;
+  pb::ListRequest sreq;
+  sreq.set_sandbox("box1");
+  pb::ListResponse sandbox_list;
+  ASSERT_TRUE(stub.List(&sctx, sreq, &sandbox_list).ok());
+  ASSERT_EQ(sandbox_list.secrets_size(), 1);
+  EXPECT_EQ(sandbox_list.secrets(0).id(), "github@global");
+
+  // vmmd is not proxyd.
+  pb::ResolveResponse resolved;
+  EXPECT_EQ(Resolve(stub, "box1", "ghcr.io", &resolved).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  // Bad host or value: INVALID_ARGUMENT naming the field, never the value.
+  s = SetRegistry(stub, "ghcr.io/ns", "bot:" + password, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("registry \"ghcr.io/ns\"", 0), 0u) << s.error_message();
+  EXPECT_EQ(s.error_message().find(password), std::string::npos);
+  s = SetRegistry(stub, "ghcr.io", password, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("value: ", 0), 0u) << s.error_message();
+  EXPECT_EQ(s.error_message().find(password), std::string::npos);
+  grpc::ClientContext bctx;
+  pb::SetRequest sandboxed;
+  sandboxed.set_scope(pb::SANDBOX);
+  sandboxed.set_sandbox("box1");
+  sandboxed.set_registry("ghcr.io");
+  sandboxed.set_value("bot:x");
+  s = stub.Set(&bctx, sandboxed, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("scope"), std::string::npos) << s.error_message();
+
+  // Deleted by its id: gone.
+  grpc::ClientContext dctx;
+  pb::DeleteRequest dreq;
+  dreq.set_id("registry:ghcr.io@global");
+  pb::DeleteResponse dresp;
+  ASSERT_TRUE(stub.Delete(&dctx, dreq, &dresp).ok());
+  EXPECT_EQ(ResolveRegistry(stub, "ghcr.io", &none).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(SecretsServiceTest, ProxydAndOtherCallersCannotResolveARegistry) {
+  testing::ShortTempDir dir;
+  // This test binary is proxyd: it resolves requests, not registries.
+  Server server(dir.path(), {},
+                ResolverPolicy{getuid(), SelfExe(), "proxyd", *CanonicalPath("/bin/sh"), "vmmd"});
+  pb::Secrets::Stub& stub = server.stub();
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetRegistry(stub, "ghcr.io", std::string("bot:") + kValue, &info).ok());
+
+  pb::RegistryCredential cred;
+  grpc::Status denied = ResolveRegistry(stub, "ghcr.io", &cred);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(denied.error_message(), "only vmmd may resolve registry credentials");
+  EXPECT_EQ(cred.password(), "");
+  // Identity comes before validation and lookup: nothing is learned.
+  EXPECT_EQ(ResolveRegistry(stub, "", &cred).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(ResolveRegistry(stub, "unknown.example", &cred).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  // And proxyd's Resolve never carries a registry secret.
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+  EXPECT_EQ(env.env_size(), 0);
+  pb::ResolveResponse resolved;
+  ASSERT_TRUE(Resolve(stub, "box1", "ghcr.io", &resolved).ok());
+  EXPECT_EQ(resolved.credentials_size(), 0);
+}
+
 // Makes a CA, a server cert for 127.0.0.1 and client certs for CN=proxyd
 // and CN=vmmd with openssl(1).
 void MakeCerts(const std::string& dir) {
@@ -552,6 +688,41 @@ TEST(SecretsServiceTest, OverMutualTlsOnlyProxydsCertificateResolves) {
 
   pb::ResolveResponse over_unix;
   EXPECT_EQ(Resolve(server.stub(), "box1", "api.openai.com", &over_unix).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST(SecretsServiceTest, OverMutualTlsOnlyVmmdsCertificateResolvesARegistry) {
+  testing::ShortTempDir dir;
+  std::string certs = dir.path() + "/certs";
+  ASSERT_EQ(system(("mkdir -p " + certs).c_str()), 0);
+  MakeCerts(certs);
+  std::string addr = "127.0.0.1:" + std::to_string(FreePort());
+  Server server(dir.path(),
+                {"--listen-tcp=" + addr, "--tls-cert=" + certs + "/srv.pem",
+                 "--tls-key=" + certs + "/srv.key", "--tls-client-ca=" + certs + "/ca.pem"},
+                ResolverPolicy{getuid(), "", "proxyd", "", "vmmd"});
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetRegistry(server.stub(), "localhost:5000", "u:p", &info).ok());
+
+  auto dial = [&](const std::string& cn) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = ReadFileToString(certs + "/ca.pem");
+    o.pem_private_key = ReadFileToString(certs + "/" + cn + ".key");
+    o.pem_cert_chain = ReadFileToString(certs + "/" + cn + ".pem");
+    return pb::Secrets::NewStub(grpc::CreateChannel(addr, grpc::SslCredentials(o)));
+  };
+  pb::RegistryCredential as_vmmd;
+  grpc::Status ok = ResolveRegistry(*dial("vmmd"), "localhost:5000", &as_vmmd);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(as_vmmd.username(), "u");
+  EXPECT_EQ(as_vmmd.password(), "p");
+
+  pb::RegistryCredential as_proxyd;
+  EXPECT_EQ(ResolveRegistry(*dial("proxyd"), "localhost:5000", &as_proxyd).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(as_proxyd.password(), "");
+  pb::RegistryCredential over_unix;
+  EXPECT_EQ(ResolveRegistry(server.stub(), "localhost:5000", &over_unix).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_split.h"
 #include "common/paths.h"
 #include "vmmd/image_catalog.h"
+#include "vmmd/registry_auth.h"
 #include "vmmd/qemu_backend.h"
 #include "vmmd/sandbox_manager.h"
 #include "vmmd/sandbox_store.h"
@@ -60,6 +61,10 @@ int main(int argc, char** argv) {
                                               absl::SkipWhitespace())) {
       registry.insecure.insert(std::string(h));
     }
+    // Registry credentials stay in secretsd; vmmd asks for them per pull.
+    registry.credentials = [socket = mo.secretsd_socket](const std::string& host) {
+      return airlock::vmmd::SecretsRegistryCredentials(socket, host);
+    };
     airlock::vmmd::ImageCatalog images(image_store->get(), registry, mo.image_dir,
                                        c.options.at("default-registry"));
     if (absl::Status s = images.EnsureBuiltIn(); !s.ok()) return s;
