@@ -246,9 +246,11 @@ Decision RuleSet::Decide(const Request& req) const {
   const Rule* deny = nullptr;
   const Rule* http_only_allow = nullptr;
   bool saw_http_rule = false;
+  bool path_rules = false;
   for (const Rule* r : cands) {
     if (!r->sandbox.empty() && r->sandbox != req.sandbox) continue;
     if (r->resource.port != 0 && req.port != 0 && r->resource.port != req.port) continue;
+    if (!r->paths.empty()) path_rules = true;
     if (r->http_only()) {
       if (!req.http) {
         saw_http_rule = true;
@@ -276,6 +278,7 @@ Decision RuleSet::Decide(const Request& req) const {
   std::string target = req.host.empty() ? "the address" : req.host;
   Decision d;
   d.inspect = !req.http && saw_http_rule && deny == nullptr;
+  d.path_rules = path_rules;
   if (deny != nullptr) {
     d.action = Action::kDeny;
     d.rule = deny;

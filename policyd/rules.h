@@ -100,6 +100,10 @@ struct Decision {
   // no host-wide deny does, so HTTP requests to it must be intercepted and
   // decided one by one (they may be allowed, or denied, unlike the rest).
   bool inspect = false;
+  // Some rule with path globs applies to this host and port (whether or not
+  // it matched): a path that servers may read as another path (an empty
+  // segment, an encoded '/') could then reach what a glob did not mean.
+  bool path_rules = false;
 };
 
 // RuleSet indexes rules for decisions that do not scan every rule: exact

@@ -191,6 +191,17 @@ TEST(DecideTest, InspectWhenHttpRulesApplyToAHost) {
   EXPECT_FALSE(http_only.Decide(Http("api.github.com", "GET", "/")).inspect);
 }
 
+TEST(DecideTest, PathRulesSaysWhetherAPathGlobAppliesToTheHost) {
+  RuleSet rs({R(kA, "registry.npmjs.org"), R(kD, "api.github.com", "DELETE", {"/repos/**"}),
+              R(kA, "api.github.com"), R(kD, "**", "DELETE")});
+  // A method-only rule does not care about the path.
+  EXPECT_FALSE(rs.Decide(Http("registry.npmjs.org", "GET", "/@a%2Fb")).path_rules);
+  // A path glob on the host counts whether or not it matched.
+  EXPECT_TRUE(rs.Decide(Http("api.github.com", "GET", "/user")).path_rules);
+  EXPECT_TRUE(rs.Decide(Http("api.github.com", "DELETE", "/repos/o/r")).path_rules);
+  EXPECT_FALSE(rs.Decide(Http("example.com", "GET", "/")).path_rules);
+}
+
 TEST(DecideTest, PortZeroMeansAnyPort) {
   // A DNS question has no port yet: a rule on any port of the host counts.
   RuleSet rs({R(kA, "db.example.com:5432")});

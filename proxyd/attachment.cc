@@ -50,6 +50,8 @@ struct Verdict {
   std::string credential;
   // The deciding rule names an address or range (not a host name or "**").
   bool address_rule = false;
+  // Path rules apply to the host (policyd::Decision::path_rules).
+  bool path_rules = false;
 };
 
 std::string ErrorResponse(int status, absl::string_view reason, absl::string_view body) {
@@ -323,6 +325,7 @@ Verdict Attachment::State::Decide(const std::string& host, const Address* addr, 
   policyd::Decision d = current->Decide(req);
   v.allow = d.action == Action::kAllow;
   v.inspect = d.inspect;
+  v.path_rules = d.path_rules;
   v.reason = d.reason;
   if (d.rule != nullptr) {
     v.rule_id = d.rule->id;
@@ -756,14 +759,24 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
                                                " but the connection is to ", conn_host)));
     return;
   }
-  if (absl::Status s = ValidatePath(target->path); !s.ok()) {
-    client.WriteAll(ErrorResponse(400, "Bad Request", s.message()));
+  auto path = NormalizePath(target->path);
+  if (!path.ok()) {
+    client.WriteAll(ErrorResponse(400, "Bad Request", path.status().message()));
     return;
   }
   Address literal{};
   bool is_ip = policyd::ParseAddress(host, &literal);
   Verdict v =
-      Decide(is_ip ? "" : host, is_ip ? &literal : nullptr, port, true, req->method, target->path);
+      Decide(is_ip ? "" : host, is_ip ? &literal : nullptr, port, true, req->method, path->match);
+  if (!path->ambiguity.empty() && v.path_rules) {
+    // Forwarded elsewhere; here a path glob decides, and another reading
+    // of the path could reach what it did not mean.
+    client.WriteAll(ErrorResponse(
+        400, "Bad Request",
+        absl::StrCat("path \"", target->path, "\" ", path->ambiguity,
+                     "; refused because path rules apply to ", host)));
+    return;
+  }
   absl::StatusOr<int> fd = absl::PermissionDeniedError("denied");
   if (v.allow) fd = Connect(host, port, &v);
   // Owns the upstream socket from here, whatever return comes next.

@@ -530,39 +530,55 @@ std::string HostHeaderValue(const Target& target, bool tls) {
   return absl::StrCat(host, ":", target.port);
 }
 
-absl::Status ValidatePath(absl::string_view path) {
+absl::StatusOr<NormalizedPath> NormalizePath(absl::string_view path) {
   auto bad = [&](absl::string_view why) {
     return Bad(absl::StrCat("path ", Quote(path), " ", why));
   };
   if (path.empty() || path.front() != '/') return bad("does not start with '/'");
+  NormalizedPath out;
+  auto ambiguous = [&](std::string why) {
+    if (out.ambiguity.empty()) out.ambiguity = std::move(why);
+  };
+  out.match.reserve(path.size());
   for (size_t i = 0; i < path.size(); ++i) {
     char c = path[i];
     auto u = static_cast<unsigned char>(c);
     if (u <= 0x20 || u >= 0x7f) return bad("has a control, space or non-ASCII byte");
     if (c == '?' || c == '#') return bad("has a query or fragment");
-    if (c == '\\') return bad("has a backslash, which some servers read as '/'");
-    if (c != '%') continue;
+    if (c == '\\') {
+      ambiguous("has a backslash, which some servers read as '/'");
+      out.match += c;
+      continue;
+    }
+    if (c != '%') {
+      out.match += c;
+      continue;
+    }
     int hi = i + 1 < path.size() ? absl::ascii_isxdigit(path[i + 1]) : 0;
     int lo = i + 2 < path.size() ? absl::ascii_isxdigit(path[i + 2]) : 0;
     if (!hi || !lo) return bad("has a malformed percent escape");
-    std::string decoded = absl::HexStringToBytes(path.substr(i + 1, 2));
-    char d = decoded[0];
-    if (d == '/' || d == '\\' || d == '\0') {
-      return bad(absl::StrCat("has an encoded ", Quote(decoded), " (", path.substr(i, 3), ")"));
+    std::string escape(path.substr(i, 3));
+    char d = absl::HexStringToBytes(escape.substr(1))[0];
+    i += 2;
+    if (d == '\0') return bad(absl::StrCat("has an encoded NUL (", escape, ")"));
+    if (d == '/' || d == '\\') {
+      ambiguous(absl::StrCat("has an encoded ", Quote(std::string(1, d)), " (", escape,
+                             "), which some servers decode before routing"));
     }
     if (IsUnreserved(d)) {
-      return bad(absl::StrCat("has an encoded unreserved character (", path.substr(i, 3),
-                              "), which servers decode before routing"));
+      out.match += d;
+    } else {
+      out.match += absl::AsciiStrToUpper(escape);
     }
   }
-  std::vector<absl::string_view> segments = absl::StrSplit(path.substr(1), '/');
+  std::vector<absl::string_view> segments = absl::StrSplit(absl::string_view(out.match).substr(1), '/');
   for (size_t i = 0; i < segments.size(); ++i) {
     absl::string_view seg = segments[i];
-    if (seg.empty() && i + 1 < segments.size()) return bad("has an empty segment (\"//\")");
+    if (seg.empty() && i + 1 < segments.size()) ambiguous("has an empty segment (\"//\")");
     absl::string_view name = seg.substr(0, seg.find(';'));
     if (name == "." || name == "..") return bad("has a \".\" or \"..\" segment");
   }
-  return absl::OkStatus();
+  return out;
 }
 
 BodyKind RequestBodyKind(const RequestHead& req, uint64_t* length) {

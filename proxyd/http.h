@@ -118,22 +118,33 @@ absl::StatusOr<std::string> CanonicalHost(absl::string_view host);
 //    form is refused here, so the host the policy checks is the one the
 //    server will see.
 // The path is not normalized or checked beyond its first '/'; callers
-// deciding on path rules must also call ValidatePath.
+// deciding on path rules must also call NormalizePath.
 absl::StatusOr<Target> ParseTarget(const RequestHead& req, bool tls, bool forward_proxy);
 
 // HostHeaderValue is the Host header for `target`: the host (bracketed if
 // IPv6), with ":port" unless the port is the default for `tls`.
 std::string HostHeaderValue(const Target& target, bool tls);
 
-// ValidatePath accepts a request path that means the same thing to every
-// server, so that a rule on "/repos/**" cannot be bypassed with
-// "/repos/../admin", "/repos/%2e%2e/admin", "/repos%2f..", "//admin" or
-// Tomcat's "/..;/". It must start with '/' and has no "." or ".." segment
-// (also before a ';' parameter), no empty segment except a final one, no
-// backslash, no percent-encoded '/', '\', NUL or unreserved character
-// (letters, digits, "-._~", which servers decode before routing), and no
-// malformed percent escape.
-absl::Status ValidatePath(absl::string_view path);
+// NormalizedPath is a request path as the policy matches it.
+struct NormalizedPath {
+  // The path with percent-encoded unreserved characters (letters, digits,
+  // "-._~") decoded, as RFC 3986 section 6.2.2.2 says they mean the same,
+  // and other escapes in upper case: "/pool/npm_9.2.0%7eds1" matches as
+  // "/pool/npm_9.2.0~ds1". The request is forwarded as sent.
+  std::string match;
+  // Why some server may route this path as another one ("has an empty
+  // segment (\"//\")", an encoded '/' or '\', a backslash); empty when
+  // none. Such a path is refused only where a path rule applies to the host
+  // (it could bypass the glob) and forwarded otherwise (npm's
+  // "/@scope%2fname").
+  std::string ambiguity;
+};
+
+// NormalizePath reads a request path. Refused everywhere: a path not
+// starting with '/', a "." or ".." segment (also when encoded, or before a
+// ';' parameter as Tomcat reads "/..;/"), an encoded NUL, a malformed
+// escape, and control, space or non-ASCII bytes.
+absl::StatusOr<NormalizedPath> NormalizePath(absl::string_view path);
 
 // BodyKind is how a message body is delimited.
 enum class BodyKind { kNone, kLength, kChunked, kUntilClose };

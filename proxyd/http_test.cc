@@ -280,7 +280,7 @@ TEST(ParseTargetTest, OriginFormUsesTheHostHeader) {
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->port, 8080);
   EXPECT_EQ(ParseTarget(Req("GET", "/", "example.com"), false, false)->port, 80);
-  // The path is kept as sent; ValidatePath is the caller's separate check.
+  // The path is kept as sent; NormalizePath is the caller's separate check.
   EXPECT_EQ(ParseTarget(Req("GET", "/a/%2e%2e/b?x", "h"), true, false)->path, "/a/%2e%2e/b");
 
   ExpectError(ParseTarget(Req("GET", "/"), true, false), "0 Host headers", "no host");
@@ -318,16 +318,34 @@ TEST(CanonicalHostTest, NamesAndNumericTricks) {
   EXPECT_TRUE(CanonicalHost(std::string(63, 'a') + ".com").ok());
 }
 
-TEST(ValidatePathTest, AcceptsOrdinaryPaths) {
+TEST(NormalizePathTest, AcceptsOrdinaryPaths) {
   for (const char* path : {"/", "/repos/x/y", "/repos/x/", "/a%20b", "/a%3Fb", "/v1/messages",
                            "/a..b/c", "/.well-known/x", "/a;b=c/d", "/~user/%E2%82%AC"}) {
-    EXPECT_TRUE(ValidatePath(path).ok()) << path << ": " << ValidatePath(path);
+    auto n = NormalizePath(path);
+    ASSERT_TRUE(n.ok()) << path << ": " << n.status();
+    EXPECT_EQ(n->match, path);
+    EXPECT_EQ(n->ambiguity, "") << path;
   }
 }
 
+// Package managers' URLs: Debian versions with '~' arrive encoded, and
+// npm's scoped packages carry an encoded '/'.
+TEST(NormalizePathTest, DecodesUnreservedCharactersForMatching) {
+  auto apt = NormalizePath("/debian/pool/main/n/npm/npm_9.2.0%7eds1-1_all.deb");
+  ASSERT_TRUE(apt.ok()) << apt.status();
+  EXPECT_EQ(apt->match, "/debian/pool/main/n/npm/npm_9.2.0~ds1-1_all.deb");
+  EXPECT_EQ(apt->ambiguity, "");
+  EXPECT_EQ(NormalizePath("/%61dmin")->match, "/admin");
+  EXPECT_EQ(NormalizePath("/a%3fb%e2%82%ac")->match, "/a%3Fb%E2%82%AC");
+  auto npm = NormalizePath("/@anthropic-ai%2fclaude-code");
+  ASSERT_TRUE(npm.ok()) << npm.status();
+  EXPECT_EQ(npm->match, "/@anthropic-ai%2Fclaude-code");
+  EXPECT_NE(npm->ambiguity.find("encoded \"/\" (%2f)"), std::string::npos) << npm->ambiguity;
+}
+
 // Every path here reaches something other than what a glob on its text
-// would say on at least one common server.
-TEST(ValidatePathTest, RefusesTraversalAndEncodingTricks) {
+// would say on at least one common server: refused everywhere.
+TEST(NormalizePathTest, RefusesTraversalAndMalformedPaths) {
   struct Case {
     const char* path;
     const char* why;
@@ -339,17 +357,10 @@ TEST(ValidatePathTest, RefusesTraversalAndEncodingTricks) {
       {"/repos/./x", "\"..\" segment"},
       {"/.", "\"..\" segment"},
       {"/repos/..;/admin", "\"..\" segment"},
-      {"/repos/%2e%2e/admin", "encoded unreserved"},
-      {"/repos/%2E%2E/admin", "encoded unreserved"},
-      {"/repos/.%2e/admin", "encoded unreserved"},
-      {"/repos%2f..%2fadmin", "(%2f)"},
-      {"/repos%2F..", "(%2F)"},
-      {"/repos%5c..", "(%5c)"},
-      {"/repos%00.json", "(%00)"},
-      {"/%61dmin", "encoded unreserved"},
-      {"/repos\\..\\admin", "backslash"},
-      {"//admin", "empty segment"},
-      {"/repos//x", "empty segment"},
+      {"/repos/%2e%2e/admin", "\"..\" segment"},
+      {"/repos/%2E%2E/admin", "\"..\" segment"},
+      {"/repos/.%2e/admin", "\"..\" segment"},
+      {"/repos%00.json", "encoded NUL"},
       {"/a%", "malformed percent"},
       {"/a%2", "malformed percent"},
       {"/a%zz", "malformed percent"},
@@ -360,9 +371,28 @@ TEST(ValidatePathTest, RefusesTraversalAndEncodingTricks) {
       {"/a\xc3\xa9", "non-ASCII"},
   };
   for (const auto& c : cases) {
-    absl::Status s = ValidatePath(c.path);
-    ASSERT_FALSE(s.ok()) << "accepted: " << c.path;
-    EXPECT_NE(s.message().find(c.why), absl::string_view::npos) << c.path << ": " << s;
+    auto n = NormalizePath(c.path);
+    ASSERT_FALSE(n.ok()) << "accepted: " << c.path;
+    EXPECT_NE(n.status().message().find(c.why), absl::string_view::npos) << c.path << ": "
+                                                                          << n.status();
+  }
+}
+
+// These may be another path to some server: accepted, with the reason
+// kept, so that proxyd refuses them where a path rule applies.
+TEST(NormalizePathTest, FlagsShapesThatCouldBypassAPathRule) {
+  struct Case {
+    const char* path;
+    const char* why;
+  } cases[] = {
+      {"/repos%2f..%2fadmin", "(%2f)"},  {"/repos%2F..", "(%2F)"},
+      {"/repos%5c..", "(%5c)"},          {"/repos\\..\\admin", "backslash"},
+      {"//admin", "empty segment"},      {"/repos//x", "empty segment"},
+  };
+  for (const auto& c : cases) {
+    auto n = NormalizePath(c.path);
+    ASSERT_TRUE(n.ok()) << c.path << ": " << n.status();
+    EXPECT_NE(n->ambiguity.find(c.why), std::string::npos) << c.path << ": " << n->ambiguity;
   }
 }
 

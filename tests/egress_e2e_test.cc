@@ -204,6 +204,52 @@ TEST_F(EgressE2ETest, MethodAndPathRulesOnInterceptedHttps) {
   EXPECT_NE(raw.err.find("reset"), std::string::npos) << raw.out << raw.err;
 }
 
+// Package managers' URLs pass as sent: Debian's "~" arrives as %7e (apt),
+// npm's scoped names carry %2f. Where a path glob applies to the host,
+// the shapes a server could read as another path are refused instead.
+TEST_F(EgressE2ETest, PackageManagerPathsPassAndBypassShapesAreRefusedWherePathRulesApply) {
+  std::string host = absl::StrCat("api.example.test:", https_.port);
+  Allow({host, "--method", "GET"});
+  std::string curl = kCurl + "--path-as-is " + Https("api.example.test");
+  for (const char* path : {"/debian/pool/main/n/npm/npm_9.2.0%7eds1-1_all.deb",
+                           "/@anthropic-ai%2fclaude-code", "/@scope%2Fpkg/-/pkg-1.0.0.tgz",
+                           "//double/slash"}) {
+    auto r = Guest(curl + path);
+    EXPECT_NE(r.out.find(absl::StrCat("upstream saw GET ", path)), std::string::npos)
+        << path << ": " << r.out << r.err;
+  }
+  // Always refused, path rules or not.
+  for (const char* path : {"/repos/%2e%2e/admin", "/repos/..;/admin", "/a%00b"}) {
+    auto r = Guest(curl + path);
+    EXPECT_NE(r.out.find("status=400"), std::string::npos) << path << ": " << r.out;
+    EXPECT_EQ(r.out.find("upstream saw"), std::string::npos) << path << ": " << r.out;
+  }
+  // Now a path rule applies to the host.
+  Deny({host, "--method", "DELETE", "--path", "/repos/**"});
+  bool refused = false;
+  for (int i = 0; i < 50 && !refused; ++i) {
+    refused = Guest(curl + "/repos%2f..%2fadmin").out.find("status=400") != std::string::npos;
+    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(refused);
+  for (const char* path : {"/repos%2f..%2fadmin", "/repos%2F..", "/repos%5c..", "//repos/x",
+                           "/repos//x"}) {
+    auto r = Guest(curl + path);
+    EXPECT_NE(r.out.find("status=400"), std::string::npos) << path << ": " << r.out;
+    EXPECT_NE(r.out.find("refused because path rules apply to api.example.test"),
+              std::string::npos)
+        << path << ": " << r.out;
+    EXPECT_EQ(r.out.find("upstream saw"), std::string::npos) << path << ": " << r.out;
+  }
+  // An encoded unreserved character is matched decoded: "/rep%6fs/x" is
+  // the path "/repos/x" to the glob (denied for DELETE), and sent as is.
+  auto enc = Guest(kCurl + "--path-as-is -X DELETE " + Https("api.example.test") + "/rep%6fs/x");
+  EXPECT_NE(enc.out.find("status=403"), std::string::npos) << enc.out;
+  EXPECT_NE(enc.out.find("DELETE /repos/**"), std::string::npos) << enc.out;
+  auto ok = Guest(curl + "/rep%6fs/x");
+  EXPECT_NE(ok.out.find("upstream saw GET /rep%6fs/x"), std::string::npos) << ok.out;
+}
+
 TEST_F(EgressE2ETest, UpstreamCertificateIsVerified) {
   // Intercepted, and the upstream's certificate does not name this host:
   // proxyd refuses it as any client would, and says why.

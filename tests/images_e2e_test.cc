@@ -157,6 +157,43 @@ TEST_F(ImagesE2ETest, PullByDigestAndShortNamesResolve) {
   EXPECT_EQ(j["config"]["working_dir"], "/opt/airlock-test");
 }
 
+// The token flow: a registry whose WWW-Authenticate sends clients to a
+// token service (JWTs it verifies against the signer's certificate).
+TEST_F(ImagesE2ETest, TheTokenFlowWorksWithStoredCredentialsAndNotWithout) {
+  const std::string d = dir_->path();
+  auto reg = testing::StartFixtureServer(
+      d, "tokenreg",
+      {"python3", BinaryPath("tests/fixtures/registry.py"), "--dir", d + "/tokenreg", "--tls",
+       d + "/up.pem", d + "/up.key", "--token", absl::StrCat(kUser, ":", kPassword)});
+  ASSERT_GT(reg.port, 0) << ReadFileToString(d + "/tokenreg.log");
+  std::string host = absl::StrCat("localhost:", reg.port);
+  ASSERT_TRUE(MakeDirs(d + "/certs.d/" + host, 0755).ok());
+  ASSERT_EQ(RunCommand({"cp", d + "/ca.pem", d + "/certs.d/" + host + "/ca.crt"}).exit_code, 0);
+  auto push = RunCommand({"skopeo", "copy", "--all", "--dest-cert-dir", d + "/certs.d/" + host,
+                          "--dest-creds", absl::StrCat(kUser, ":", kPassword),
+                          "oci:" + d + "/test:v1", "docker://" + host + "/airlock/tok:v1"},
+                         {}, "", 300);
+  ASSERT_EQ(push.exit_code, 0) << push.err;
+  auto anonymous = Airlock({"template", "pull", host + "/airlock/tok:v1"});
+  EXPECT_EQ(anonymous.exit_code, 1);
+  EXPECT_NE(anonymous.err.find("refused anonymous access to airlock/tok; store credentials with "
+                               "`airlock secret set --registry " + host + "`"),
+            std::string::npos)
+      << anonymous.err;
+  ASSERT_EQ(Airlock({"secret", "set", "--registry", host, "-u", kUser, "-t", "nope"}).exit_code, 0);
+  auto wrong = Airlock({"template", "pull", host + "/airlock/tok:v1"});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("the token service of registry " + host +
+                           " refused the stored credentials"),
+            std::string::npos)
+      << wrong.err;
+  ASSERT_EQ(Airlock({"secret", "set", "--registry", host, "-u", kUser, "-t", kPassword}).exit_code,
+            0);
+  auto pull = Airlock({"template", "pull", host + "/airlock/tok:v1"});
+  EXPECT_EQ(pull.exit_code, 0) << pull.err;
+  kill(reg.pid, SIGTERM);
+}
+
 TEST_F(ImagesE2ETest, WrongCredentialsAreAClearErrorAndStoreNothing) {
   ASSERT_EQ(Airlock({"secret", "set", "--registry", host_, "-u", kUser, "-t", "wrong"}).exit_code,
             0);

@@ -17,7 +17,7 @@ PACKAGES=(
   # Tests and benchmarks: real git, a real HTTP client, sqlite3 shell.
   git curl sqlite3 iproute2 procps
   # The images suite: a real OCI registry, skopeo and umoci, htpasswd.
-  docker-registry skopeo umoci apache2-utils
+  docker-registry skopeo umoci apache2-utils python3-jwt python3-cryptography
 )
 
 missing=()

@@ -38,6 +38,11 @@ std::vector<std::string> NameForms(const std::string& ref, const std::string& de
   if (auto local = NormalizeLocalName(ref); local.ok()) forms.push_back(*local);
   if (auto remote = ParseReference(ref, default_registry); remote.ok()) {
     forms.push_back(remote->Name());
+    if (remote->digest.empty()) {
+      if (auto short_name = NormalizeLocalName(remote->Name()); short_name.ok()) {
+        forms.push_back(*short_name);
+      }
+    }
   }
   return forms;
 }
@@ -228,7 +233,10 @@ absl::StatusOr<vmm::Image> ImageCatalog::Pull(const std::string& ref, const Prog
   {
     auto writing = store_->Writing();
     auto digest = vmmd::Pull(*parsed, registry_, store_, progress);
-    img = digest.ok() ? Commit(*digest, {parsed->Name()},
+    std::string name = parsed->digest.empty() ? NormalizeLocalName(parsed->Name()).value_or(
+                                                    parsed->Name())
+                                              : parsed->Name();
+    img = digest.ok() ? Commit(*digest, {name},
                                absl::StrCat("registry ", parsed->registry, "/",
                                             parsed->repository),
                                progress)

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/fd_io.h"
 #include "common/paths.h"
@@ -62,6 +63,18 @@ std::vector<std::string> ListDir(const std::string& path) {
   }
   closedir(d);
   return out;
+}
+
+// SystemTool finds an administration tool such as mkfs.ext4, which lives in
+// sbin: a daemon's PATH (or a test's) often lacks it.
+std::string SystemTool(const std::string& name) {
+  const char* path = getenv("PATH");
+  std::string dirs = absl::StrCat(path ? path : "", ":/usr/sbin:/sbin:/usr/bin:/bin");
+  for (absl::string_view dir : absl::StrSplit(dirs, ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return name;
 }
 
 }  // namespace
@@ -352,7 +365,7 @@ absl::StatusOr<std::string> ImageStore::BootDisk(const StoredImage& image,
   chmod(tree.c_str(), 0755);
   if (progress) progress("making the boot disk", n, n);
   std::string raw = scratch + "/disk.raw";
-  CommandResult r = RunCommand({"mkfs.ext4", "-q", "-F", "-L", "airlock-root", "-E",
+  CommandResult r = RunCommand({SystemTool("mkfs.ext4"), "-q", "-F", "-L", "airlock-root", "-E",
                                 "lazy_itable_init=1,lazy_journal_init=1", "-d", tree, raw,
                                 absl::StrCat(DiskSizeFor(bytes) >> 20, "M")},
                                {}, "", 1800);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "vmmd/store/oci.h"
 
 namespace airlock::vmmd {
@@ -119,8 +120,13 @@ absl::StatusOr<std::string> NormalizeLocalName(absl::string_view text) {
   }
   auto r = ParseReference(text, "");
   if (!r.ok()) return r.status();
-  std::string repo = r->explicit_registry ? absl::StrCat(r->registry, "/", r->repository)
-                                          : r->repository;
+  std::string repo = r->repository;
+  if (r->explicit_registry && r->registry == "docker.io") {
+    // Docker Hub names are kept short, as docker shows them.
+    if (absl::StartsWith(repo, "library/")) repo = repo.substr(8);
+  } else if (r->explicit_registry) {
+    repo = absl::StrCat(r->registry, "/", repo);
+  }
   return absl::StrCat(repo, ":", r->tag);
 }
 

@@ -36,9 +36,10 @@ struct Reference {
 absl::StatusOr<Reference> ParseReference(absl::string_view text,
                                          absl::string_view default_registry = "docker.io");
 
-// ValidLocalName checks a name given to `template save`/`load --tag`: a
-// reference without a digest. The normalized name is "NAME:TAG" with tag
-// "latest" when none is given; the host part is kept as written.
+// NormalizeLocalName is the store's form of a name: a reference without a
+// digest, as "NAME:TAG" with tag "latest" when none is given; a registry
+// host is kept as written except Docker Hub's ("docker.io/library/x:1" is
+// "x:1", "docker.io/o/r:1" is "o/r:1"), as docker shows names.
 absl::StatusOr<std::string> NormalizeLocalName(absl::string_view text);
 
 }  // namespace airlock::vmmd

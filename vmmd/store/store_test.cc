@@ -61,6 +61,8 @@ TEST(ReferenceTest, LocalNamesGetLatest) {
   EXPECT_EQ(*NormalizeLocalName("go-agent"), "go-agent:latest");
   EXPECT_EQ(*NormalizeLocalName("go-agent:v1"), "go-agent:v1");
   EXPECT_EQ(*NormalizeLocalName("team.io/x:v2"), "team.io/x:v2");
+  EXPECT_EQ(*NormalizeLocalName("docker.io/library/golang:1.25"), "golang:1.25");
+  EXPECT_EQ(*NormalizeLocalName("docker.io/o/r"), "o/r:latest");
   EXPECT_FALSE(NormalizeLocalName("x@sha256:" + std::string(64, 'b')).ok());
 }
 
