@@ -117,7 +117,8 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   // only the sentinel, never anything else).
   std::vector<Placement> Credentials(const std::string& host);
   // InterceptForCredentials turns an outright allow into an inspected one
-  // when a credential applies to the host, so it can be placed.
+  // when a credential applies to the host, so it can be placed, or when the
+  // operator has proxyd terminate TLS for it.
   void InterceptForCredentials(const std::string& host, Verdict* v);
 
   // Decide asks the current snapshot. `host` is a name, or "" with `addr`.
@@ -338,7 +339,12 @@ Verdict Attachment::State::Decide(const std::string& host, const Address* addr, 
 absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t port, Verdict* v) {
   auto resolved = px->resolver.Resolve(host);
   if (!resolved.ok()) return resolved.status();
-  if (IsProtected(resolved->address) && !resolved->from_static_map) {
+  // An operator's trusted range lets names reach a protected address
+  // (split DNS); an IP literal the guest gave never counts.
+  Address literal{};
+  bool trusted = px->network.TrustedForNames(resolved->address) &&
+                 !policyd::ParseAddress(host, &literal);
+  if (IsProtected(resolved->address) && !resolved->from_static_map && !trusted) {
     // Only a rule on the address itself opens a protected range: "**" or a
     // name that resolves there does not.
     Verdict by_address = Decide("", &resolved->address, port, false, "", "");
@@ -404,7 +410,7 @@ std::vector<Placement> Attachment::State::Credentials(const std::string& host) {
 void Attachment::State::InterceptForCredentials(const std::string& host, Verdict* v) {
   Address literal{};
   if (!v->allow || v->inspect || policyd::ParseAddress(host, &literal)) return;
-  if (!Credentials(host).empty()) v->inspect = true;
+  if (px->network.TerminatesTls(host) || !Credentials(host).empty()) v->inspect = true;
 }
 
 void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::DnsQuery& q) {

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "policyd/rules.h"
 #include "proxyd/decision_log.h"
+#include "proxyd/operator_network.h"
 #include "proxyd/inject.h"
 #include "proxyd/tls.h"
 #include "proxyd/upstream.h"
@@ -32,6 +33,8 @@ namespace airlock::proxyd {
 // resolver, the decision log and where policyd is.
 struct ProxyContext {
   CertificateAuthority* ca = nullptr;
+  // The operator's network settings (trusted ranges, TLS terminated).
+  OperatorNetwork network;
   std::shared_ptr<SSL_CTX> upstream_tls;
   Resolver resolver;
   DecisionLog* log = nullptr;

@@ -52,6 +52,13 @@ int main(int argc, char** argv) {
                       "beside the host's trust store", ""},
       {"resolve", "static host map, comma-separated NAME=ADDRESS entries resolved before DNS "
                   "(trusted as written, even for loopback)", ""},
+      {"trusted-ranges", "comma-separated CIDRs that names allowed by the rules may resolve into "
+                         "although protected (split DNS, e.g. 203.0.113.0/24); off by default",
+       ""},
+      {"terminate-tls", "comma-separated host patterns (name, *.name, **.name, **) whose allowed "
+                        "TLS connections proxyd terminates, verifying the upstream against the "
+                        "host's trust store (for networks that re-sign TLS); off by default",
+       ""},
   };
   return airlock::DaemonMain("proxyd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
     const airlock::DaemonConfig& c = rt.config();
@@ -64,12 +71,16 @@ int main(int argc, char** argv) {
     if (!upstream.ok()) return upstream.status();
     auto resolver = airlock::proxyd::Resolver::Make(List(c.options.at("resolve")));
     if (!resolver.ok()) return resolver.status();
+    auto network = airlock::proxyd::OperatorNetwork::Make(List(c.options.at("trusted-ranges")),
+                                                          List(c.options.at("terminate-tls")));
+    if (!network.ok()) return network.status();
     airlock::proxyd::DecisionLog log(&rt.state());
     if (absl::Status s = log.Init(); !s.ok()) return s;
     airlock::proxyd::ProxyContext px;
     px.ca = ca->get();
     px.upstream_tls = *upstream;
     px.resolver = *resolver;
+    px.network = *network;
     px.log = &log;
     px.policyd_socket = c.options.at("policyd-socket").empty() ? c.runtime_dir + "/policyd.sock"
                                                                : c.options.at("policyd-socket");

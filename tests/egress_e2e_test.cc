@@ -213,7 +213,7 @@ TEST_F(EgressE2ETest, PackageManagerPathsPassAndBypassShapesAreRefusedWherePathR
   std::string curl = kCurl + "--path-as-is " + Https("api.example.test");
   for (const char* path : {"/debian/pool/main/n/npm/npm_9.2.0%7eds1-1_all.deb",
                            "/@anthropic-ai%2fclaude-code", "/@scope%2Fpkg/-/pkg-1.0.0.tgz",
-                           "//double/slash"}) {
+                           "/double//slash"}) {
     auto r = Guest(curl + path);
     EXPECT_NE(r.out.find(absl::StrCat("upstream saw GET ", path)), std::string::npos)
         << path << ": " << r.out << r.err;

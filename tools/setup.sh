@@ -22,5 +22,7 @@ $SUDO mkdir -p "$PREFIX/bin"
 for b in cli/airlock vmmd/vmmd proxyd/proxyd secretsd/secretsd gitd/gitd policyd/policyd; do
   $SUDO install -m 0755 "bazel-bin/$b" "$PREFIX/bin/"
 done
+echo "==> network (split DNS, re-signed TLS)" >&2
+$SUDO tools/configure_network.sh
 echo "==> starting the daemons" >&2
 "$PREFIX/bin/airlock" daemon start
