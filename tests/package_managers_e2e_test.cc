@@ -1,0 +1,84 @@
+// Real package managers inside a sandbox, against the real registries this
+// machine reaches (Debian's archive and the npm registry), through proxyd
+// under the balanced preset. On a network like this one those names
+// resolve into a reserved range and TLS is re-signed by a CA only the host
+// trusts; tools/configure_network.sh writes the operator settings for
+// that (trusted-ranges, terminate-tls) into this test's proxyd.conf, as
+// setup does for a real install.
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "common/fd_io.h"
+#include "common/paths.h"
+#include "common/testing/harness.h"
+#include "gtest/gtest.h"
+
+namespace airlock {
+namespace {
+
+using testing::BinaryPath;
+
+class PackageManagersE2ETest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ShortTempDir();
+    env_ = new std::map<std::string, std::string>(testing::AirlockEnv(dir_->path()));
+    const std::string d = dir_->path();
+    ASSERT_TRUE(MakeDirs(d + "/state", 0700).ok());
+    auto conf = RunCommand({"bash", BinaryPath("tools/configure_network.sh"), d + "/state"});
+    ASSERT_EQ(conf.exit_code, 0) << conf.err;
+    std::cerr << conf.err;
+    ASSERT_EQ(Airlock({"policy", "init", "balanced"}).exit_code, 0);
+    auto c = Airlock({"create", "--name", "pkgs", "shell"});
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+  }
+  static void TearDownTestSuite() {
+    Airlock({"rm", "-f", "--all"});
+    Airlock({"daemon", "stop"});
+    delete env_;
+    delete dir_;
+  }
+  static CommandResult Airlock(const std::vector<std::string>& args) {
+    return testing::RunAirlock(*env_, args, "", 1500);
+  }
+  static CommandResult Guest(const std::string& script) {
+    return Airlock({"exec", "pkgs", "--", "bash", "-c", script});
+  }
+
+  static testing::ShortTempDir* dir_;
+  static std::map<std::string, std::string>* env_;
+};
+
+testing::ShortTempDir* PackageManagersE2ETest::dir_;
+std::map<std::string, std::string>* PackageManagersE2ETest::env_;
+
+// Tests run in file order: npm comes from the apt install.
+
+TEST_F(PackageManagersE2ETest, AptInstallsNodejsAndNpmWhoseVersionHasATilde) {
+  auto r = Guest(
+      "set -e; sudo apt-get update -q >/dev/null; sudo DEBIAN_FRONTEND=noninteractive "
+      "apt-get install -y -q --no-install-recommends nodejs npm >/dev/null; "
+      "dpkg-query -W -f='${Version}\\n' npm; node --version");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("~ds"), std::string::npos) << r.out;
+  // apt asked for the .deb with the '~' encoded, and it was allowed.
+  auto log = Airlock({"policy", "log", "--sandbox", "pkgs", "--limit", "100000"});
+  EXPECT_NE(log.out.find("%7eds1"), std::string::npos) << log.out.substr(0, 2000);
+}
+
+TEST_F(PackageManagersE2ETest, NpmInstallsAScopedPackageOverTerminatedTls) {
+  auto r = Guest(
+      "set -e; sudo npm install -g -q @isaacs/string-locale-compare >/dev/null 2>&1 || "
+      "{ sudo npm install -g @isaacs/string-locale-compare; exit 1; }; "
+      "node -e \"console.log(typeof require('/usr/local/lib/node_modules/@isaacs/"
+      "string-locale-compare'))\"");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "function\n");
+  auto log = Airlock({"policy", "log", "--sandbox", "pkgs", "--limit", "100000"});
+  EXPECT_NE(log.out.find("registry.npmjs.org:443 GET /@isaacs%2fstring-locale-compare"),
+            std::string::npos)
+      << log.out.substr(0, 2000);
+}
+
+}  // namespace
+}  // namespace airlock
