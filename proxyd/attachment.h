@@ -36,6 +36,9 @@ struct ProxyContext {
   // The operator's network settings (trusted ranges, TLS terminated).
   OperatorNetwork network;
   std::shared_ptr<SSL_CTX> upstream_tls;
+  // What upstream_tls verifies against, for people ("the host's trust
+  // store + 1 extra CA file").
+  std::string upstream_trust = "the host's trust store";
   Resolver resolver;
   DecisionLog* log = nullptr;
   std::string policyd_socket;

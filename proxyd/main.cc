@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/client.h"
 #include "common/daemon_runtime.h"
@@ -81,6 +82,10 @@ int main(int argc, char** argv) {
     px.upstream_tls = *upstream;
     px.resolver = *resolver;
     px.network = *network;
+    if (size_t extra = List(c.options.at("upstream-ca")).size(); extra > 0) {
+      px.upstream_trust = absl::StrCat("the host's trust store and ", extra, " upstream-ca file",
+                                       extra > 1 ? "s" : "");
+    }
     px.log = &log;
     px.policyd_socket = c.options.at("policyd-socket").empty() ? c.runtime_dir + "/policyd.sock"
                                                                : c.options.at("policyd-socket");

@@ -1,5 +1,7 @@
 #include "proxyd/proxy_service.h"
 
+#include "proxyd/diagnose.h"
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -114,6 +116,19 @@ grpc::Status ProxyService::DecisionLog(grpc::ServerContext* ctx,
       if (!writer->Write(d)) return grpc::Status::OK;
     }
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status ProxyService::Diagnose(grpc::ServerContext*, const pb::DiagnoseRequest* req,
+                                    pb::DiagnoseResponse* resp) {
+  if (req->hosts_size() > 256) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "at most 256 hosts per Diagnose");
+  }
+  if (req->port() > 65535) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "port must be 0..65535");
+  }
+  std::vector<std::string> hosts(req->hosts().begin(), req->hosts().end());
+  *resp = proxyd::Diagnose(*px_, hosts, req->port() == 0 ? 443 : req->port());
   return grpc::Status::OK;
 }
 

@@ -33,6 +33,8 @@ class ProxyService final : public airlock::proxy::v1::Proxy::Service {
                            airlock::proxy::v1::AttachmentsResponse*) override;
   grpc::Status DecisionLog(grpc::ServerContext*, const airlock::proxy::v1::DecisionLogRequest*,
                            grpc::ServerWriter<airlock::proxy::v1::Decision>*) override;
+  grpc::Status Diagnose(grpc::ServerContext*, const airlock::proxy::v1::DiagnoseRequest*,
+                        airlock::proxy::v1::DiagnoseResponse*) override;
 
  private:
   StateDb* db_;
