@@ -32,15 +32,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "policyd/kit/compose.h"
-#include "policyd/kit/descriptor.h"
-#include "policyd/kit/document.h"
-#include "policyd/kit/effective.h"
-#include "policyd/kit/oci.h"
-#include "policyd/kit/resolve.h"
-#include "policyd/kit/surface.h"
+#include "common/kit/compose.h"
+#include "common/kit/descriptor.h"
+#include "common/kit/document.h"
+#include "common/kit/effective.h"
+#include "common/kit/oci.h"
+#include "common/kit/resolve.h"
+#include "common/kit/surface.h"
 
-namespace airlock::policyd::kit {
+namespace airlock::kit {
 namespace {
 
 namespace fs = std::filesystem;
@@ -697,6 +697,6 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace airlock::policyd::kit
+}  // namespace airlock::kit
 
-int main(int argc, char** argv) { return airlock::policyd::kit::Main(argc, argv); }
+int main(int argc, char** argv) { return airlock::kit::Main(argc, argv); }

@@ -18,13 +18,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
-#include "policyd/kit/capabilities.h"
-#include "policyd/kit/descriptor.h"
-#include "policyd/kit/document.h"
-#include "policyd/kit/effective.h"
-#include "policyd/kit/relations.h"
-#include "policyd/kit/resolve.h"
-#include "policyd/kit/surface.h"
+#include "common/kit/capabilities.h"
+#include "common/kit/descriptor.h"
+#include "common/kit/document.h"
+#include "common/kit/effective.h"
+#include "common/kit/relations.h"
+#include "common/kit/resolve.h"
+#include "common/kit/surface.h"
 #include "cli/daemons.h"
 #include "common/client.h"
 #include "protos/policy/v1/policy.grpc.pb.h"
@@ -32,7 +32,7 @@
 
 namespace airlock::cli {
 
-namespace kit = airlock::policyd::kit;
+namespace kit = airlock::kit;
 using Json = nlohmann::ordered_json;
 namespace vmm = airlock::vmm::v1;
 

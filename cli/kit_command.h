@@ -1,6 +1,6 @@
 // `airlock kit`: Sandbox Kits. validate, inspect and diff work on local
 // references (descriptor files and OCI image layout directories) through
-// the same pipeline policyd uses (policyd/kit/resolve.h) and need no
+// the same pipeline policyd uses (common/kit/resolve.h) and need no
 // daemon; the verbs that change a running sandbox's Kits talk to the
 // daemons.
 #ifndef AIRLOCK_CLI_KIT_COMMAND_H_

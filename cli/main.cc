@@ -1,6 +1,6 @@
 // airlock: the command-line client. It parses commands and talks to the
 // daemons over gRPC; the daemons own all the logic. The local `kit` verbs
-// (validate, inspect, diff) run policyd's kit library in-process.
+// (validate, inspect, diff) run the shared kit library (common/kit) in-process.
 #include <iostream>
 #include <string>
 #include <vector>

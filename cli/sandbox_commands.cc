@@ -15,12 +15,12 @@
 #include "cli/port_spec.h"
 #include "cli/table.h"
 #include "common/client.h"
+#include "common/sizes.h"
 #include "nlohmann/json.hpp"
 #include "protos/git/v1/git.grpc.pb.h"
 #include "protos/vmm/v1/vmm.grpc.pb.h"
 #include "cli/kit_command.h"
 #include "cli/template_command.h"
-#include "vmmd/resources.h"
 
 namespace airlock::cli {
 
@@ -285,7 +285,7 @@ bool BuildCreate(const CreateFlags& f, const std::vector<std::string>& args, boo
   spec->set_allow_privileged(f.allow_privileged);
   if (!f.memory.empty()) {
     // The same parser vmmd uses, so the CLI and the API agree on sizes.
-    auto mib = airlock::vmmd::ParseMemory(f.memory);
+    auto mib = airlock::ParseMemory(f.memory);
     if (!mib.ok()) {
       std::cerr << "airlock: invalid --memory: " << mib.status().message() << "\n";
       return false;

@@ -11,8 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "policyd/kit/capabilities.h"
-#include "policyd/kit/document.h"
+#include "common/kit/capabilities.h"
+#include "common/kit/document.h"
 #include "policyd/rule_proto.h"
 
 namespace airlock::policyd {

@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/state_db.h"
-#include "policyd/kit/resolve.h"
+#include "common/kit/resolve.h"
 #include "policyd/rule_store.h"
 #include "protos/policy/v1/policy.pb.h"
 

@@ -353,7 +353,7 @@ TEST_F(KitGateTest, AnArgThatWidensIsHeldLikeANewVersion) {
     pb::ResolveRequest r;
     r.set_sandbox("q1");
     r.set_create(create);
-    r.add_kits()->set_ref("policyd/kit/testdata/quill.yaml");
+    r.add_kits()->set_ref("common/kit/testdata/quill.yaml");
     (*r.mutable_args())["apiPort"] = port;
     (*r.mutable_env())["WORKSPACE_DIR"] = "/workspace";
     return r;

@@ -1,5 +1,5 @@
 // `airlock kit validate|inspect|diff` run as the built CLI on the kit
-// fixtures (policyd/kit/testdata) and on modified copies in a temp dir:
+// fixtures (common/kit/testdata) and on modified copies in a temp dir:
 // valid and malformed descriptors, the text and JSON views, the widening
 // diff and --exit-code, and the usage and reference errors. These verbs
 // are local: no daemon is started and no VM is booted.
@@ -26,7 +26,7 @@ constexpr char kDenyYaml[] =
 constexpr char kRefIs[] = "an OCI image layout directory or a descriptor file";
 
 std::string Fixture(const std::string& name) {
-  return testing::BinaryPath("policyd/kit/testdata/" + name);
+  return testing::BinaryPath("common/kit/testdata/" + name);
 }
 
 bool Contains(const std::string& haystack, const std::string& needle) {

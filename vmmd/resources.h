@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/sizes.h"
 
 namespace airlock::vmmd {
 
@@ -20,17 +21,6 @@ inline constexpr uint64_t kMinMemoryMib = 512;
 // starting with a letter or digit; "default" is reserved.
 absl::Status ValidateName(absl::string_view name);
 
-// ParseMemory reads "2048" (MiB), "512m", "512MiB", "4g", "4GiB" into MiB.
-absl::StatusOr<uint64_t> ParseMemory(absl::string_view text);
-
-// NamedSize is a size of the Cloud Sandboxes API.
-struct NamedSize {
-  uint32_t cpus;
-  uint64_t memory_mib;
-};
-
-// LookupSize finds "micro", "small", "medium", "large" or "xl".
-absl::StatusOr<NamedSize> LookupSize(absl::string_view name);
 
 // HostFacts are the host's CPUs and memory.
 struct HostFacts {

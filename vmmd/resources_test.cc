@@ -22,17 +22,6 @@ TEST(ValidateNameTest, RefusesBadNamesWithReason) {
   EXPECT_FALSE(ValidateName(std::string(64, 'a')).ok());
 }
 
-TEST(ParseMemoryTest, Units) {
-  EXPECT_EQ(*ParseMemory("2048"), 2048u);
-  EXPECT_EQ(*ParseMemory("512m"), 512u);
-  EXPECT_EQ(*ParseMemory("512MiB"), 512u);
-  EXPECT_EQ(*ParseMemory("4g"), 4096u);
-  EXPECT_EQ(*ParseMemory("2GiB"), 2048u);
-  EXPECT_FALSE(ParseMemory("lots").ok());
-  EXPECT_FALSE(ParseMemory("4t").ok());
-  EXPECT_FALSE(ParseMemory("").ok());
-  EXPECT_FALSE(ParseMemory("-1").ok());
-}
 
 TEST(ResolveResourcesTest, NamedSizes) {
   HostFacts host{8, 65536};

@@ -53,7 +53,9 @@ TEST(ReferenceTest, RefusesBadShapesClearly) {
   for (const char* bad : {"", "Upper/x", "a//b", "x:", "x@sha256:12", "-x", "x:.tag"}) {
     auto r = ParseReference(bad);
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_NE(r.status().message().find("invalid image reference"), std::string::npos);
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("invalid image reference"), std::string::npos);
+    }
   }
 }
 

@@ -1,0 +1,46 @@
+#include "common/sizes.h"
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace airlock {
+
+absl::StatusOr<uint64_t> ParseMemory(absl::string_view text) {
+  std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  size_t digits = 0;
+  while (digits < t.size() && absl::ascii_isdigit(t[digits])) ++digits;
+  uint64_t n = 0;
+  if (digits == 0 || !absl::SimpleAtoi(t.substr(0, digits), &n)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid memory size \"", text, "\": use MiB as a number, or a unit as in 512m or 4g"));
+  }
+  std::string unit = t.substr(digits);
+  if (unit.empty() || unit == "m" || unit == "mb" || unit == "mib") return n;
+  if (unit == "g" || unit == "gb" || unit == "gib") {
+    if (n > (1ull << 40)) return absl::InvalidArgumentError("memory size too large");
+    return n * 1024;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "invalid memory size \"", text, "\": unknown unit \"", unit, "\" (use m or g)"));
+}
+
+absl::StatusOr<NamedSize> LookupSize(absl::string_view name) {
+  struct Entry {
+    const char* name;
+    NamedSize size;
+  };
+  static constexpr Entry kSizes[] = {{"micro", {1, 2048}},  {"small", {2, 4096}},
+                                     {"medium", {4, 8192}}, {"large", {8, 16384}},
+                                     {"xl", {16, 32768}}};
+  for (const auto& e : kSizes) {
+    if (name == e.name) return e.size;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown size \"", name, "\": use micro, small, medium, large or xl"));
+}
+
+}  // namespace airlock
