@@ -336,9 +336,39 @@ Verdict Attachment::State::Decide(const std::string& host, const Address* addr, 
   return v;
 }
 
+absl::StatusOr<int> DialUpstream(const ProxyContext& px, const std::string& host,
+                                 const Address* addr, uint16_t port,
+                                 std::chrono::seconds timeout) {
+  if (!px.network.ProxyFor(host)) {
+    if (addr == nullptr) return absl::InternalError("no address to connect to");
+    return ConnectTo(*addr, port, timeout);
+  }
+  auto proxy = px.resolver.Resolve(px.network.proxy_host());
+  if (!proxy.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve the upstream proxy ",
+                                               px.network.proxy(), ": ",
+                                               proxy.status().message()));
+  }
+  auto fd = ConnectTo(proxy->address, px.network.proxy_port(), timeout);
+  if (!fd.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("upstream proxy ", px.network.proxy(), ": ", fd.status().message()));
+  }
+  if (absl::Status s = ProxyTunnel(*fd, px.network.proxy(), host, port, timeout); !s.ok()) {
+    close(*fd);
+    return s;
+  }
+  return fd;
+}
+
 absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t port, Verdict* v) {
   auto resolved = px->resolver.Resolve(host);
-  if (!resolved.ok()) return resolved.status();
+  if (!resolved.ok()) {
+    // Through an upstream proxy a name this host cannot resolve is the
+    // proxy's to resolve (as on networks without outside DNS).
+    if (!px->network.ProxyFor(host)) return resolved.status();
+    return DialUpstream(*px, host, nullptr, port, kUpstreamConnectTimeout);
+  }
   // An operator's trusted range lets names reach a protected address
   // (split DNS); an IP literal the guest gave never counts.
   Address literal{};
@@ -359,7 +389,7 @@ absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t
       return absl::PermissionDeniedError(v->reason);
     }
   }
-  return ConnectTo(resolved->address, port, kUpstreamConnectTimeout);
+  return DialUpstream(*px, host, &resolved->address, port, kUpstreamConnectTimeout);
 }
 
 void Attachment::State::Record(const std::string& host, uint16_t port, const std::string& method,

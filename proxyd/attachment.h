@@ -46,6 +46,14 @@ struct ProxyContext {
   std::shared_ptr<grpc::Channel> secretsd;
 };
 
+// DialUpstream opens the connection to an allowed upstream: through the
+// operator's upstream proxy (CONNECT host:port) when it applies to `host`,
+// else directly to `addr` (null only when the proxy is used: it may
+// resolve names the host cannot).
+absl::StatusOr<int> DialUpstream(const ProxyContext& px, const std::string& host,
+                                 const Address* addr, uint16_t port,
+                                 std::chrono::seconds timeout);
+
 class Attachment {
  public:
   Attachment(std::string sandbox, std::string channel_path, ProxyContext* px);

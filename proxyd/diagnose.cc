@@ -34,14 +34,35 @@ pb::DiagnoseResponse Diagnose(const ProxyContext& px, const std::vector<std::str
   for (const auto& r : px.network.trusted_ranges()) resp.add_trusted_ranges(r);
   for (const auto& h : px.network.terminate_tls()) resp.add_terminate_tls(h);
   resp.set_trust_store(px.upstream_trust);
-  resp.set_upstream_proxy("direct (proxyd connects to upstreams itself)");
+  resp.set_upstream_proxy(px.network.proxy().empty()
+                              ? "direct (proxyd connects to upstreams itself)"
+                              : absl::StrCat(px.network.proxy(), " (CONNECT)"));
   for (const auto& host : hosts) {
     pb::HostCheck* c = resp.add_hosts();
     c->set_host(host);
     c->set_tls_terminated(px.network.TerminatesTls(host));
+    bool via_proxy = px.network.ProxyFor(host);
     auto resolved = px.resolver.Resolve(host);
-    if (!resolved.ok()) {
+    if (!resolved.ok() && !via_proxy) {
       c->set_detail(absl::StrCat("does not resolve on this host: ", resolved.status().message()));
+      continue;
+    }
+    if (!resolved.ok()) {
+      // The upstream proxy resolves it.
+      auto fd = DialUpstream(px, host, nullptr, port, std::chrono::seconds(5));
+      if (!fd.ok()) {
+        c->set_detail(absl::StrCat("through the upstream proxy: ", fd.status().message()));
+        continue;
+      }
+      UniqueFd owned(*fd);
+      auto tls = StartUpstreamTls(px.upstream_tls.get(), owned.get(), host);
+      if (!tls.ok()) {
+        c->set_detail(absl::StrCat("TLS does not verify against ", px.upstream_trust, ": ",
+                                   tls.status().message()));
+        continue;
+      }
+      c->set_reachable(true);
+      c->set_detail("ok: through the upstream proxy, which resolves it");
       continue;
     }
     c->set_address(AddressText(resolved->address));
@@ -54,7 +75,7 @@ pb::DiagnoseResponse Diagnose(const ProxyContext& px, const std::vector<std::str
           "tools/configure_network.sh sets it)"));
       continue;
     }
-    auto fd = ConnectTo(resolved->address, port, std::chrono::seconds(5));
+    auto fd = DialUpstream(px, host, &resolved->address, port, std::chrono::seconds(5));
     if (!fd.ok()) {
       c->set_detail(absl::StrCat("cannot connect: ", fd.status().message()));
       continue;

@@ -56,6 +56,10 @@ int main(int argc, char** argv) {
       {"trusted-ranges", "comma-separated CIDRs that names allowed by the rules may resolve into "
                          "although protected (split DNS, e.g. 203.0.113.0/24); off by default",
        ""},
+      {"upstream-proxy", "HTTP proxy (host:port) that upstream connections go through with "
+                         "CONNECT; empty: proxyd connects directly", ""},
+      {"no-proxy", "comma-separated host patterns and address ranges reached directly, not "
+                   "through upstream-proxy", ""},
       {"terminate-tls", "comma-separated host patterns (name, *.name, **.name, **) whose allowed "
                         "TLS connections proxyd terminates, verifying the upstream against the "
                         "host's trust store (for networks that re-sign TLS); off by default",
@@ -73,7 +77,9 @@ int main(int argc, char** argv) {
     auto resolver = airlock::proxyd::Resolver::Make(List(c.options.at("resolve")));
     if (!resolver.ok()) return resolver.status();
     auto network = airlock::proxyd::OperatorNetwork::Make(List(c.options.at("trusted-ranges")),
-                                                          List(c.options.at("terminate-tls")));
+                                                          List(c.options.at("terminate-tls")),
+                                                          c.options.at("upstream-proxy"),
+                                                          List(c.options.at("no-proxy")));
     if (!network.ok()) return network.status();
     airlock::proxyd::DecisionLog log(&rt.state());
     if (absl::Status s = log.Init(); !s.ok()) return s;

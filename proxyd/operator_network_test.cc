@@ -48,3 +48,32 @@ TEST(OperatorNetworkTest, BadEntriesAreRefusedByName) {
 
 }  // namespace
 }  // namespace airlock::proxyd
+
+namespace airlock::proxyd {
+namespace {
+
+TEST(OperatorNetworkTest, UpstreamProxyAndNoProxy) {
+  auto n = OperatorNetwork::Make({}, {}, "http://proxy.corp:3128",
+                                 {"**.corp.example", "10.0.0.0/8", "localhost"});
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(n->proxy(), "proxy.corp:3128");
+  EXPECT_EQ(n->proxy_host(), "proxy.corp");
+  EXPECT_EQ(n->proxy_port(), 3128);
+  EXPECT_TRUE(n->ProxyFor("registry.npmjs.org"));
+  EXPECT_FALSE(n->ProxyFor("git.corp.example"));
+  EXPECT_FALSE(n->ProxyFor("10.1.2.3"));
+  EXPECT_TRUE(n->ProxyFor("203.0.113.5"));
+  EXPECT_FALSE(n->ProxyFor("localhost"));
+  EXPECT_FALSE(OperatorNetwork().ProxyFor("registry.npmjs.org"));
+  EXPECT_EQ(OperatorNetwork::Make({}, {}, "[::1]:8080")->proxy(), "[::1]:8080");
+  for (const char* bad : {"proxy.corp", "proxy:0", "proxy:99999", "http://u:p@proxy:1",
+                          "proxy:1/path"}) {
+    auto b = OperatorNetwork::Make({}, {}, bad);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.status().message().find("upstream-proxy:"), std::string::npos);
+  }
+  EXPECT_FALSE(OperatorNetwork::Make({}, {}, "p:1", {"x.com:443"}).ok());
+}
+
+}  // namespace
+}  // namespace airlock::proxyd

@@ -9,7 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "policyd/rules.h"
 
@@ -213,6 +216,54 @@ absl::StatusOr<int> ConnectTo(const Address& addr, uint16_t port, std::chrono::s
   }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return fd;
+}
+
+absl::Status ProxyTunnel(int fd, const std::string& proxy, const std::string& host, uint16_t port,
+                         std::chrono::seconds timeout) {
+  std::string authority = absl::StrContains(host, ':') ? absl::StrCat("[", host, "]:", port)
+                                                       : absl::StrCat(host, ":", port);
+  std::string req = absl::StrCat("CONNECT ", authority, " HTTP/1.1\r\nHost: ", authority,
+                                 "\r\nUser-Agent: airlock-proxyd\r\n\r\n");
+  for (size_t off = 0; off < req.size();) {
+    ssize_t n = send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot send CONNECT to upstream proxy ", proxy, ": ", strerror(errno)));
+    }
+    off += n;
+  }
+  // The answer's head, read byte by byte so nothing of the tunnel is taken.
+  std::string head;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (head.size() < 16384 && head.find("\r\n\r\n") == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p = {fd, POLLIN, 0};
+    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("upstream proxy ", proxy, " did not answer CONNECT ", authority));
+    }
+    char c;
+    ssize_t n = recv(fd, &c, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::UnavailableError(absl::StrCat("upstream proxy ", proxy,
+                                                 " closed the connection on CONNECT ", authority));
+    }
+    head += c;
+  }
+  std::string status = head.substr(0, head.find("\r\n"));
+  // "HTTP/1.1 200 Connection established"
+  size_t sp = status.find(' ');
+  bool ok = absl::StartsWith(status, "HTTP/1.") && sp != std::string::npos &&
+            sp + 1 < status.size() && status[sp + 1] == '2';
+  if (!ok) {
+    return absl::UnavailableError(absl::StrCat("upstream proxy ", proxy, " answered CONNECT ",
+                                               authority, " with ",
+                                               sp == std::string::npos ? status : status.substr(sp + 1)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace airlock::proxyd

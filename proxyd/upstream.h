@@ -76,6 +76,14 @@ class Resolver {
 // ConnectTo opens a TCP connection; the error says where and why.
 absl::StatusOr<int> ConnectTo(const Address& addr, uint16_t port, std::chrono::seconds timeout);
 
+// ProxyTunnel asks the HTTP proxy already connected on `fd` for a tunnel to
+// `host`:`port` (CONNECT) and reads its answer. OK on a 2xx; otherwise
+// UNAVAILABLE with the proxy's status line, e.g. "upstream proxy
+// proxy.corp:3128 answered CONNECT example.com:443 with 403 Forbidden".
+// `proxy` names the proxy in errors.
+absl::Status ProxyTunnel(int fd, const std::string& proxy, const std::string& host, uint16_t port,
+                         std::chrono::seconds timeout);
+
 }  // namespace airlock::proxyd
 
 #endif  // AIRLOCK_PROXYD_UPSTREAM_H_

@@ -85,5 +85,40 @@ TEST(ConnectToTest, ConnectsAndExplainsRefusal) {
       << refused.status();
 }
 
+// ProxyTunnel speaks CONNECT to a proxy on the other end of a socketpair.
+TEST(ProxyTunnelTest, ConnectsAndLeavesTheTunnelsBytesUnread) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::string answer = "HTTP/1.1 200 Connection established\r\nVia: test\r\n\r\nTUNNEL";
+  ASSERT_EQ(write(sv[1], answer.data(), answer.size()), static_cast<ssize_t>(answer.size()));
+  ASSERT_TRUE(ProxyTunnel(sv[0], "proxy:3128", "example.com", 443, std::chrono::seconds(2)).ok());
+  char req[256] = {0};
+  ssize_t n = read(sv[1], req, sizeof(req) - 1);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(req).rfind("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n", 0),
+            0u)
+      << req;
+  char rest[16] = {0};
+  EXPECT_EQ(read(sv[0], rest, 6), 6);
+  EXPECT_EQ(std::string(rest), "TUNNEL");
+  close(sv[0]);
+  close(sv[1]);
+}
+
+TEST(ProxyTunnelTest, ARefusalSaysWhatTheProxyAnswered) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::string answer = "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n";
+  ASSERT_EQ(write(sv[1], answer.data(), answer.size()), static_cast<ssize_t>(answer.size()));
+  absl::Status s = ProxyTunnel(sv[0], "proxy:3128", "::1", 8443, std::chrono::seconds(2));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "upstream proxy proxy:3128 answered CONNECT [::1]:8443 with 403 Forbidden");
+  close(sv[1]);
+  // A proxy that says nothing in time.
+  absl::Status silent = ProxyTunnel(sv[0], "proxy:3128", "x", 1, std::chrono::seconds(1));
+  EXPECT_FALSE(silent.ok());
+  close(sv[0]);
+}
+
 }  // namespace
 }  // namespace airlock::proxyd
