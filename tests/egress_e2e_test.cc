@@ -41,21 +41,32 @@ class EgressE2ETest : public ::testing::Test {
     const std::string d = dir_->path();
     // A test CA and an upstream certificate for the test names.
     auto sh = testing::MakeTestCerts(
-        d, {"api.example.test", "a.wild.test", "x.y.deep.test", "later.example.test"});
+        d, {"api.example.test", "a.wild.test", "x.y.deep.test", "later.example.test",
+            "proxied.example.net"});
     ASSERT_EQ(sh.exit_code, 0) << sh.err;
     https_ = StartUpstream(d, "https", true);
     http_ = StartUpstream(d, "http", false);
     ASSERT_GT(https_.port, 0);
     ASSERT_GT(http_.port, 0);
+    // An operator's upstream proxy: everything but the .test names and
+    // loopback addresses goes through it.
+    proxy_ = testing::StartFixtureServer(
+        d, "proxy",
+        {"python3", BinaryPath("tests/fixtures/connect_proxy.py"), "--log", d + "/proxy.targets",
+         "--map", "proxied.example.net=127.0.0.1", "--deny", "refused.example.net"});
+    ASSERT_GT(proxy_.port, 0);
     std::string names;
     for (const char* n :
          {"api.example.test", "plain.example.test", "a.wild.test", "b.c.wild.test", "x.y.deep.test",
-          "denied.example.test", "later.example.test", "wrongname.example.test"}) {
+          "denied.example.test", "later.example.test", "wrongname.example.test",
+          "proxied.example.net", "refused.example.net"}) {
       absl::StrAppend(&names, names.empty() ? "" : ",", n, "=127.0.0.1");
     }
     MakeDirs(d + "/state", 0700).IgnoreError();
     std::ofstream(d + "/state/proxyd.conf")
-        << "resolve = " << names << "\nupstream-ca = " << d << "/ca.pem\n";
+        << "resolve = " << names << "\nupstream-ca = " << d << "/ca.pem\n"
+        << "upstream-proxy = 127.0.0.1:" << proxy_.port
+        << "\nno-proxy = **.test, 127.0.0.0/8, ::1\n";
     ASSERT_EQ(Airlock({"policy", "init", "deny-all"}).exit_code, 0);
     auto c = Airlock({"create", "--name", "net", "-m", "1g", "shell"});
     ASSERT_EQ(c.exit_code, 0) << c.err;
@@ -66,7 +77,7 @@ class EgressE2ETest : public ::testing::Test {
   static void TearDownTestSuite() {
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
-    for (pid_t p : {https_.pid, http_.pid}) {
+    for (pid_t p : {https_.pid, http_.pid, proxy_.pid}) {
       if (p > 0) kill(p, SIGTERM);
     }
     delete env_;
@@ -111,12 +122,12 @@ class EgressE2ETest : public ::testing::Test {
 
   static testing::ShortTempDir* dir_;
   static std::map<std::string, std::string>* env_;
-  static Upstream https_, http_;
+  static Upstream https_, http_, proxy_;
 };
 
 testing::ShortTempDir* EgressE2ETest::dir_;
 std::map<std::string, std::string>* EgressE2ETest::env_;
-Upstream EgressE2ETest::https_, EgressE2ETest::http_;
+Upstream EgressE2ETest::https_, EgressE2ETest::http_, EgressE2ETest::proxy_;
 
 // curl prints the body, then the status on a line of its own.
 const std::string kCurl = "curl -sS -m 20 -w '\\nstatus=%{http_code}\\n' ";
@@ -248,6 +259,24 @@ TEST_F(EgressE2ETest, PackageManagerPathsPassAndBypassShapesAreRefusedWherePathR
   EXPECT_NE(enc.out.find("DELETE /repos/**"), std::string::npos) << enc.out;
   auto ok = Guest(curl + "/rep%6fs/x");
   EXPECT_NE(ok.out.find("upstream saw GET /rep%6fs/x"), std::string::npos) << ok.out;
+}
+
+// The operator's upstream proxy carries an allowed connection (CONNECT),
+// its refusal reaches the guest as a 502 naming it, and no-proxy names
+// never go through it.
+TEST_F(EgressE2ETest, AnUpstreamProxyCarriesWhatNoProxyDoesNotList) {
+  Allow({absl::StrCat("proxied.example.net:", https_.port)});
+  auto r = Guest(kCurl + "--cacert /tmp/testca.pem " + Https("proxied.example.net") + "/via-proxy");
+  EXPECT_NE(r.out.find("upstream saw GET /via-proxy"), std::string::npos) << r.out << r.err;
+  std::string targets = ReadFileToString(dir_->path() + "/proxy.targets");
+  EXPECT_NE(targets.find(absl::StrCat("proxied.example.net:", https_.port)), std::string::npos)
+      << targets;
+  Allow({absl::StrCat("refused.example.net:", https_.port)});
+  auto refused = Guest(kCurl + Https("refused.example.net") + "/x 2>&1");
+  EXPECT_NE(refused.out.find("502"), std::string::npos) << refused.out;
+  EXPECT_EQ(refused.out.find("upstream saw"), std::string::npos) << refused.out;
+  // Every other test's traffic went directly.
+  EXPECT_EQ(ReadFileToString(dir_->path() + "/proxy.targets").find(".test:"), std::string::npos);
 }
 
 TEST_F(EgressE2ETest, UpstreamCertificateIsVerified) {
