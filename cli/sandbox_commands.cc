@@ -50,14 +50,6 @@ std::string StateName(vmm::SandboxState s) {
   return n;
 }
 
-std::string Age(int64_t created) {
-  int64_t d = time(nullptr) - created;
-  if (d < 60) return absl::StrCat(d, " seconds ago");
-  if (d < 3600) return absl::StrCat(d / 60, " minutes ago");
-  if (d < 86400) return absl::StrCat(d / 3600, " hours ago");
-  return absl::StrCat(d / 86400, " days ago");
-}
-
 // WaitRunning follows the sandbox until it runs (true) or fails (false,
 // with the reason printed). Progress goes to stderr on a terminal.
 bool WaitRunning(vmm::Vmm::Stub& stub, const std::string& name) {

@@ -3,6 +3,9 @@
 #ifndef AIRLOCK_CLI_TABLE_H_
 #define AIRLOCK_CLI_TABLE_H_
 
+#include <time.h>
+
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -30,6 +33,16 @@ inline void PrintTable(std::ostream& out, const std::vector<std::string>& header
   };
   line(header);
   for (const auto& r : rows) line(r);
+}
+
+// Age is how long ago the Unix time `created` was, as docker prints it in
+// tables ("5 minutes ago").
+inline std::string Age(int64_t created) {
+  int64_t d = time(nullptr) - created;
+  if (d < 60) return std::to_string(d) + " seconds ago";
+  if (d < 3600) return std::to_string(d / 60) + " minutes ago";
+  if (d < 86400) return std::to_string(d / 3600) + " hours ago";
+  return std::to_string(d / 86400) + " days ago";
 }
 
 }  // namespace airlock::cli

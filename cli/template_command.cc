@@ -38,14 +38,6 @@ std::string ShortId(const std::string& digest) {
   return digest.substr(colon == std::string::npos ? 0 : colon + 1, 12);
 }
 
-std::string Age(int64_t created) {
-  int64_t d = time(nullptr) - created;
-  if (d < 60) return absl::StrCat(d, " seconds ago");
-  if (d < 3600) return absl::StrCat(d / 60, " minutes ago");
-  if (d < 86400) return absl::StrCat(d / 3600, " hours ago");
-  return absl::StrCat(d / 86400, " days ago");
-}
-
 std::unique_ptr<vmm::Vmm::Stub> Stub(int* exit_code) {
   auto channel = ChannelTo("vmmd", exit_code);
   if (!channel) return nullptr;

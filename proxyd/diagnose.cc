@@ -47,22 +47,26 @@ pb::DiagnoseResponse Diagnose(const ProxyContext& px, const std::vector<std::str
       c->set_detail(absl::StrCat("does not resolve on this host: ", resolved.status().message()));
       continue;
     }
-    if (!resolved.ok()) {
-      // The upstream proxy resolves it.
-      auto fd = DialUpstream(px, host, nullptr, port, std::chrono::seconds(5));
+    // Probe connects (directly or through the proxy) and shakes hands.
+    auto probe = [&](const Address* addr, const std::string& ok) {
+      auto fd = DialUpstream(px, host, addr, port, std::chrono::seconds(5));
       if (!fd.ok()) {
-        c->set_detail(absl::StrCat("through the upstream proxy: ", fd.status().message()));
-        continue;
+        c->set_detail(absl::StrCat(via_proxy ? "through the upstream proxy: " : "cannot connect: ",
+                                   fd.status().message()));
+        return;
       }
       UniqueFd owned(*fd);
       auto tls = StartUpstreamTls(px.upstream_tls.get(), owned.get(), host);
       if (!tls.ok()) {
         c->set_detail(absl::StrCat("TLS does not verify against ", px.upstream_trust, ": ",
                                    tls.status().message()));
-        continue;
+        return;
       }
       c->set_reachable(true);
-      c->set_detail("ok: through the upstream proxy, which resolves it");
+      c->set_detail(ok);
+    };
+    if (!resolved.ok()) {
+      probe(nullptr, "ok: through the upstream proxy, which resolves it");
       continue;
     }
     c->set_address(AddressText(resolved->address));
@@ -75,24 +79,11 @@ pb::DiagnoseResponse Diagnose(const ProxyContext& px, const std::vector<std::str
           "tools/configure_network.sh sets it)"));
       continue;
     }
-    auto fd = DialUpstream(px, host, &resolved->address, port, std::chrono::seconds(5));
-    if (!fd.ok()) {
-      c->set_detail(absl::StrCat("cannot connect: ", fd.status().message()));
-      continue;
-    }
-    UniqueFd owned(*fd);
-    auto tls = StartUpstreamTls(px.upstream_tls.get(), owned.get(), host);
-    if (!tls.ok()) {
-      c->set_detail(absl::StrCat("TLS does not verify against ", px.upstream_trust, ": ",
-                                 tls.status().message()));
-      continue;
-    }
-    c->set_reachable(true);
-    c->set_detail(c->tls_terminated()
-                      ? "ok: proxyd terminates TLS (verified here); guests see Airlock's CA"
-                      : "ok: tunnelled when allowed outright, so the guest verifies this "
-                        "certificate itself (if this network re-signs TLS, add the host to "
-                        "terminate-tls)");
+    probe(&resolved->address,
+          c->tls_terminated()
+              ? "ok: proxyd terminates TLS (verified here); guests see Airlock's CA"
+              : "ok: tunnelled when allowed outright, so the guest verifies this certificate "
+                "itself (if this network re-signs TLS, add the host to terminate-tls)");
   }
   return resp;
 }

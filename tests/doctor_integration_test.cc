@@ -72,7 +72,10 @@ TEST(DoctorIntegrationTest, GoesThroughTheUpstreamProxy) {
   testing::ShortTempDir dir;
   const std::string d = dir.path();
   auto env = testing::AirlockEnv(d);
-  ASSERT_EQ(testing::MakeTestCerts(d, {"up.example.test", "hidden.example.test"}).exit_code, 0);
+  ASSERT_EQ(
+      testing::MakeTestCerts(d, {"up.example.test", "hidden.example.test", "direct.example.test"})
+          .exit_code,
+      0);
   auto up = testing::StartFixtureServer(
       d, "https",
       {"python3", BinaryPath("tests/fixtures/upstream.py"), "--tls", d + "/up.pem", d + "/up.key"});

@@ -130,13 +130,12 @@ class Session {
     }
   }
 
-  absl::StatusOr<Response> Do(const std::string& url, bool manifest, const Sink* sink) {
+  // Perform runs one GET of `url` with `headers`; a 200's body streams to
+  // `sink` when given. `what` names the far end in errors.
+  absl::StatusOr<Response> Perform(const std::string& url, curl_slist* headers, const Sink* sink,
+                                   const std::string& what) const {
     InitCurlOnce();
     std::unique_ptr<CURL, void (*)(CURL*)> c(curl_easy_init(), curl_easy_cleanup);
-    curl_slist* headers = nullptr;
-    if (manifest) headers = curl_slist_append(headers, kAccept);
-    if (!auth_.empty()) headers = curl_slist_append(headers, auth_.c_str());
-    std::unique_ptr<curl_slist, void (*)(curl_slist*)> owned(headers, curl_slist_free_all);
     Response resp;
     Transfer t;
     t.curl = c.get();
@@ -152,10 +151,18 @@ class Session {
     curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &resp.status);
     if (!t.sink_error.ok()) return t.sink_error;
     if (rc != CURLE_OK) {
-      return absl::UnavailableError(absl::StrCat("cannot reach registry ", ref_.registry, " (",
-                                                 host_, "): ", curl_easy_strerror(rc)));
+      return absl::UnavailableError(absl::StrCat("cannot reach ", what, ": ",
+                                                 curl_easy_strerror(rc)));
     }
     return resp;
+  }
+
+  absl::StatusOr<Response> Do(const std::string& url, bool manifest, const Sink* sink) {
+    curl_slist* headers = nullptr;
+    if (manifest) headers = curl_slist_append(headers, kAccept);
+    if (!auth_.empty()) headers = curl_slist_append(headers, auth_.c_str());
+    std::unique_ptr<curl_slist, void (*)(curl_slist*)> owned(headers, curl_slist_free_all);
+    return Perform(url, headers, sink, absl::StrCat("registry ", ref_.registry, " (", host_, ")"));
   }
 
   absl::Status Authenticate(const std::string& header) {
@@ -178,9 +185,9 @@ class Session {
     std::string scope =
         ch.scope.empty() ? absl::StrCat("repository:", ref_.repository, ":pull") : ch.scope;
     InitCurlOnce();
-    std::unique_ptr<CURL, void (*)(CURL*)> c(curl_easy_init(), curl_easy_cleanup);
+    std::unique_ptr<CURL, void (*)(CURL*)> escaper(curl_easy_init(), curl_easy_cleanup);
     auto esc = [&](const std::string& v) {
-      char* e = curl_easy_escape(c.get(), v.c_str(), static_cast<int>(v.size()));
+      char* e = curl_easy_escape(escaper.get(), v.c_str(), static_cast<int>(v.size()));
       std::string out = e;
       curl_free(e);
       return out;
@@ -196,23 +203,11 @@ class Session {
       headers = curl_slist_append(headers, basic.c_str());
     }
     std::unique_ptr<curl_slist, void (*)(curl_slist*)> owned(headers, curl_slist_free_all);
-    Response resp;
-    Transfer t;
-    t.curl = c.get();
-    t.resp = &resp;
-    Configure(c.get(), headers);
-    curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
-    curl_easy_setopt(c.get(), CURLOPT_HEADERFUNCTION, OnHeader);
-    curl_easy_setopt(c.get(), CURLOPT_HEADERDATA, &t);
-    curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, OnBody);
-    curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &t);
-    CURLcode rc = curl_easy_perform(c.get());
-    curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &resp.status);
-    if (rc != CURLE_OK) {
-      return absl::UnavailableError(absl::StrCat("cannot reach the token service of ",
-                                                 ref_.registry, " (", ch.realm, "): ",
-                                                 curl_easy_strerror(rc)));
-    }
+    auto performed = Perform(url, headers, nullptr,
+                             absl::StrCat("the token service of ", ref_.registry, " (", ch.realm,
+                                          ")"));
+    if (!performed.ok()) return performed.status();
+    const Response& resp = *performed;
     if (resp.status == 401 || resp.status == 403) {
       return absl::UnauthenticatedError(absl::StrCat(
           "the token service of registry ", ref_.registry, " refused ",
