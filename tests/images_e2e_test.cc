@@ -378,5 +378,21 @@ TEST_F(ImagesE2ETest, VmmdKilledDuringAPullLosesNothingAndTheStoreStillWorks) {
   EXPECT_EQ(tmp.out, "0\n");
 }
 
+// Last: with the registry gone, a cached image still boots (--pull
+// missing finds it in the store and asks nothing).
+TEST_F(ImagesE2ETest, ACachedImageBootsWithTheRegistryGone) {
+  kill(registry_.pid, SIGTERM);
+  registry_.pid = 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto run = Airlock({"run", "--rm", "-t", host_ + "/airlock/test:v1", "shell", "--", "cat",
+                      "/opt/airlock-test/keep"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "kept\n");
+  auto always = Airlock({"run", "--rm", "--pull", "always", "-t", host_ + "/airlock/test:v1",
+                         "shell", "--", "true"});
+  EXPECT_EQ(always.exit_code, 125);
+  EXPECT_NE(always.err.find("cannot reach registry " + host_), std::string::npos) << always.err;
+}
+
 }  // namespace
 }  // namespace airlock

@@ -4,9 +4,12 @@
 #include <archive_entry.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -116,6 +119,36 @@ TEST_F(LayerApplyTest, AppliesFilesDirsSymlinksAndHardLinks) {
   ASSERT_EQ(lstat((root_ + "/bin/alias").c_str(), &alias), 0);
   EXPECT_TRUE(S_ISLNK(alias.st_mode));
   EXPECT_FALSE(Exists(root_ + "/dev/null"));
+}
+
+// Extended attributes (file capabilities are one: security.capability)
+// travel with their files where the filesystem keeps them.
+TEST_F(LayerApplyTest, KeepsExtendedAttributes) {
+  std::string probe = dir_ + "/xattr-probe";
+  std::ofstream(probe) << "x";
+  if (setxattr(probe.c_str(), "user.airlock", "1", 1, 0) != 0) {
+    GTEST_SKIP() << "this filesystem keeps no user xattrs: " << strerror(errno);
+  }
+  std::string path = dir_ + "/x.tar";
+  archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK);
+  archive_entry* e = archive_entry_new();
+  archive_entry_set_pathname(e, "tool");
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_perm(e, 0755);
+  archive_entry_set_size(e, 2);
+  archive_entry_xattr_add_entry(e, "user.origin", "layer", 5);
+  ASSERT_EQ(archive_write_header(a, e), ARCHIVE_OK);
+  archive_write_data(a, "hi", 2);
+  archive_entry_free(e);
+  archive_write_close(a);
+  archive_write_free(a);
+  ASSERT_TRUE(ApplyLayer(path, root_).ok());
+  char value[16] = {0};
+  ssize_t n = getxattr((root_ + "/tool").c_str(), "user.origin", value, sizeof(value));
+  ASSERT_EQ(n, 5) << strerror(errno);
+  EXPECT_EQ(std::string(value, n), "layer");
 }
 
 TEST_F(LayerApplyTest, ReadsZstdAndUncompressedLayers) {
