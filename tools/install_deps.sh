@@ -1,6 +1,6 @@
 #!/bin/bash
-# Installs every Debian 12 package that Airlock's build, tests and runtime
-# need. Idempotent and non-interactive: packages already present are skipped,
+# Installs every Debian 12 package that Airlock's build and runtime need
+# (with --tests, also what the test suites and benchmarks need). Idempotent and non-interactive: packages already present are skipped,
 # so a second run does no network I/O at all.
 set -euo pipefail
 
@@ -16,9 +16,12 @@ PACKAGES=(
   zstd xz-utils kmod ca-certificates openssl lz4
   # Tests and benchmarks: real git, a real HTTP client, sqlite3 shell.
   git curl sqlite3 iproute2 procps
-  # The images suite: a real OCI registry, skopeo and umoci, htpasswd.
-  docker-registry skopeo umoci apache2-utils python3-jwt python3-cryptography
 )
+# Only with --tests (tools/test.sh): the images suite's real OCI registry,
+# skopeo, umoci, htpasswd, and what its token service signs with.
+if [ "${1:-}" = "--tests" ]; then
+  PACKAGES+=(docker-registry skopeo umoci apache2-utils python3-jwt python3-cryptography)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -36,3 +39,9 @@ export DEBIAN_FRONTEND=noninteractive
 echo "airlock setup: installing ${missing[*]}" >&2
 apt-get -o DPkg::Lock::Timeout=900 -q update >/dev/null
 apt-get -o DPkg::Lock::Timeout=900 -q install -y --no-install-recommends "${missing[@]}" >/dev/null
+# The tests start registries of their own; Debian's package would leave one
+# listening on :5000 as a system service.
+if [[ " ${missing[*]} " == *" docker-registry "* ]] && command -v systemctl >/dev/null &&
+  systemctl is-system-running >/dev/null 2>&1; then
+  systemctl disable --now docker-registry >/dev/null 2>&1 || true
+fi

@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-$SUDO tools/install_deps.sh || exit 1
+$SUDO tools/install_deps.sh --tests || exit 1
 
 # Stale convenience symlinks from another output root make `//...` descend
 # into bazel-<dir>/external/... and fail; Bazel recreates them.
