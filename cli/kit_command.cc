@@ -25,6 +25,7 @@
 #include "common/kit/relations.h"
 #include "common/kit/resolve.h"
 #include "common/kit/surface.h"
+#include "common/kit/validate.h"
 #include "cli/daemons.h"
 #include "common/client.h"
 #include "protos/policy/v1/policy.grpc.pb.h"
@@ -112,6 +113,16 @@ absl::StatusOr<kit::ResolvedKits> Resolve(const std::vector<std::string>& refs,
   return kit::ResolveKits(refs, args, env);
 }
 
+// Validate checks `refs` by the rules of their form (ValidateKits).
+absl::StatusOr<kit::Validation> Validate(const std::vector<std::string>& refs,
+                                         const kit::ArgValues& args,
+                                         const std::map<std::string, std::string>& env) {
+  for (const std::string& ref : refs) {
+    if (absl::Status s = CheckRef(ref); !s.ok()) return s;
+  }
+  return kit::ValidateKits(refs, args, env);
+}
+
 // ErrorLines splits a pipeline error into one line per problem, each
 // keeping its context: "REF: what (2 errors):\n  a: x\n  b: y" becomes
 // "REF: what: a: x" and "REF: what: b: y".
@@ -134,13 +145,6 @@ std::string SkipText(const kit::KitSkip& s) {
   std::string out = s.skipped.path;
   if (!s.skipped.name.empty()) absl::StrAppend(&out, " ", kit::Quote(s.skipped.name));
   absl::StrAppend(&out, " skipped: ", s.skipped.reason);
-  return out;
-}
-
-// Warnings are the library's plus every optional entry left out.
-std::vector<std::string> Warnings(const kit::ResolvedKits& r) {
-  std::vector<std::string> out = r.warnings;
-  for (const kit::KitSkip& s : r.skipped) out.push_back(absl::StrCat(s.ref, ": ", SkipText(s)));
   return out;
 }
 
@@ -167,10 +171,24 @@ Json SurfaceJson(const kit::Surface& s) {
           {"credentials",
            {{"install", CredentialsJson(s.credentials_install)},
             {"runtime", CredentialsJson(s.credentials_runtime)}}},
+          {"ssh_agent", s.ssh_agent},
           {"storage", s.storage_paths},
+          {"host_mounts", s.host_mount_paths},
+          {"skills", s.skills_paths},
+          {"skills_write", s.skills_write_paths},
           {"ports", s.ports},
+          {"usb", s.usb},
           {"privileged", s.privileged},
-          {"services", s.services}};
+          {"services", s.OtherServices()}};
+}
+
+// ChangesJson lists diff entries as {"category", "phase", "detail"}.
+Json ChangesJson(const std::vector<kit::SurfaceChange>& changes) {
+  Json out = Json::array();
+  for (const kit::SurfaceChange& c : changes) {
+    out.push_back({{"category", c.category}, {"phase", c.phase}, {"detail", c.detail}});
+  }
+  return out;
 }
 
 Json InspectJson(const kit::ResolvedKits& k) {
@@ -335,10 +353,15 @@ void PrintInspect(std::ostream& out, const kit::ResolvedKits& k) {
   out << "Grant surface:\n";
   PrintPhase(out, "install", s.install, s.credentials_install);
   PrintPhase(out, "runtime", s.runtime, s.credentials_runtime);
+  List(out, "  ", "ssh-agent", s.ssh_agent);
   List(out, "  ", "storage", s.storage_paths);
+  List(out, "  ", "host mounts", s.host_mount_paths);
+  List(out, "  ", "skills stores", s.skills_paths);
+  List(out, "  ", "skills stores writable", s.skills_write_paths);
   List(out, "  ", "ports", s.ports);
+  List(out, "  ", "USB devices", s.usb);
   out << "  privileged: " << (s.privileged ? "yes" : "no") << "\n";
-  List(out, "  ", "other services", s.services);
+  List(out, "  ", "other services", s.OtherServices());
   if (!k.not_enforced.empty()) {
     out << "\nRecorded but not enforced by Airlock:\n";
     for (const std::string& t : k.not_enforced) out << "  " << t << "\n";
@@ -376,42 +399,45 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
   auto* vf = new ValidateFlags();
   CLI::App* validate = kitcmd->add_subcommand(
       "validate",
-      "Check kits as a sandbox would load them: one REF alone, several as one "
-      "composition (exit 1 when invalid)");
+      "Check kits by the rules of their form: a descriptor file as authored, an OCI layout as "
+      "published; several REFs also as one composition (exit 1 when invalid)");
   validate->add_option("refs", vf->refs, "REF...: OCI image layout directories or descriptor files")
       ->required();
   AddPipelineFlags(validate, &vf->pipeline);
-  validate->footer("Example: airlock kit validate kit.yaml --kit-arg model=swift-2");
+  validate->footer(
+      "One REF needs no values: required args, ${{ kit.env.NAME }} and capability types this\n"
+      "host does not provide are for sandbox creation (a warning says what it will do); a\n"
+      "--kit-arg given is checked against its declaration. Several REFs are composed as a\n"
+      "sandbox would, which needs their required args and --env variables.\n"
+      "Example: airlock kit validate kit.yaml --kit-arg model=swift-2");
   validate->callback([=] {
     Parsed p;
     if (!ParseFlags(vf->pipeline, &p, exit_code)) return;
-    auto r = Resolve(vf->refs, p.args, p.env);
-    if (!r.ok()) {
+    auto v = Validate(vf->refs, p.args, p.env);
+    if (!v.ok()) {
       *exit_code = 1;
       if (vf->pipeline.json) {
         Json out = {{"valid", false},
-                    {"errors", ErrorLines(r.status().message())},
+                    {"errors", ErrorLines(v.status().message())},
                     {"warnings", Json::array()}};
         std::cout << out.dump(2) << "\n";
       } else {
-        Fail(r.status(), exit_code);
+        Fail(v.status(), exit_code);
       }
       return;
     }
-    std::vector<std::string> warnings = Warnings(*r);
     if (vf->pipeline.json) {
-      Json out = {{"valid", true}, {"errors", Json::array()}, {"warnings", warnings}};
+      Json out = {{"valid", true}, {"errors", Json::array()}, {"warnings", v->warnings}};
       std::cout << out.dump(2) << "\n";
       return;
     }
-    for (const kit::PublishedKit& v : r->kits) {
-      std::cout << v.ref << ": valid " << kit::KitKindName(v.published.kind) << " kit\n";
+    for (const kit::ValidatedKit& k : v->kits) {
+      std::cout << k.ref << ": valid " << kit::KitKindName(k.descriptor.kind) << " kit\n";
     }
-    if (r->kits.size() > 1) {
-      std::cout << "composition: valid (" << absl::StrJoin(r->composition.order, ", ")
-                << ")\n";
+    if (!v->order.empty()) {
+      std::cout << "composition: valid (" << absl::StrJoin(v->order, ", ") << ")\n";
     }
-    for (const std::string& w : warnings) std::cerr << "warning: " << w << "\n";
+    for (const std::string& w : v->warnings) std::cerr << "warning: " << w << "\n";
   });
 
   // inspect
@@ -462,7 +488,10 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
   diff->add_flag("--exit-code", df->exit_code,
                  "Exit 1 when NEW widens the grant surface (as git diff --exit-code)");
   diff->footer(
-      "An arg goes to whichever side declares it.\n"
+      "An arg goes to whichever side declares it. --json lists each widening and narrowing as\n"
+      "{\"category\", \"phase\", \"detail\"}: category names the surface field (e.g.\n"
+      "network.runtime.allow, network.runtime.http.deny-removed, credentials.install, ports),\n"
+      "phase is install, runtime or \"\", detail is the line the text output prints.\n"
       "Example: airlock kit diff forge-3.2.yaml forge-oci --exit-code");
   diff->callback([=] {
     Parsed p;
@@ -474,7 +503,7 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
     if (!diffed.ok()) return Fail(diffed.status(), exit_code);
     const kit::SurfaceDiff& d = *diffed;
     if (df->pipeline.json) {
-      Json out = {{"widenings", d.widenings}, {"narrowings", d.narrowings}};
+      Json out = {{"widenings", ChangesJson(d.widened)}, {"narrowings", ChangesJson(d.narrowed)}};
       std::cout << out.dump(2) << "\n";
     } else if (d.widenings.empty() && d.narrowings.empty()) {
       std::cout << "no change in the grant surface\n";

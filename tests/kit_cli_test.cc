@@ -5,6 +5,7 @@
 // are local: no daemon is started and no VM is booted.
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -142,13 +143,93 @@ TEST_F(KitCliTest, ValidateRefusesAMalformedDescriptorNamingEachField) {
 }
 
 TEST_F(KitCliTest, AMissingContainerVariableIsNamedWithTheFlagThatGivesIt) {
-  auto missing = Airlock({"kit", "validate", Fixture("quill.yaml")});
+  // Validating the authored kit needs no value; using it does.
+  auto authored = Airlock({"kit", "validate", Fixture("quill.yaml")});
+  EXPECT_EQ(authored.exit_code, 0) << authored.err;
+
+  auto missing = Airlock({"kit", "inspect", Fixture("quill.yaml")});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_TRUE(Contains(missing.err, "\"WORKSPACE_DIR\"")) << missing.err;
   EXPECT_TRUE(Contains(missing.err, "--env")) << missing.err;
 
-  auto given = Airlock({"kit", "validate", Fixture("quill.yaml"), "-e", "WORKSPACE_DIR=/w"});
+  auto given = Airlock({"kit", "inspect", Fixture("quill.yaml"), "-e", "WORKSPACE_DIR=/w"});
   EXPECT_EQ(given.exit_code, 0) << given.err;
+}
+
+// The conformance items of validate: each fixture is valid as authored
+// (or, for notes-mixin.yaml, invalid for an authoring rule), whatever
+// sandbox creation would still ask of it.
+TEST_F(KitCliTest, ValidateChecksAuthoringRulesOnly) {
+  // Required args (one per phase), ${{ kit.env.RELAY_HOME }} in a file
+  // path, mode: "" and the other empty optional strings.
+  std::string relay = Fixture("relay.yaml");
+  auto ok = Airlock({"kit", "validate", relay});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.out, relay + ": valid workload kit\n");
+  EXPECT_EQ(ok.err, "");
+  // A given value is still held to its declaration.
+  auto bad_arg = Airlock({"kit", "validate", relay, "--kit-arg", "channel=Main!"});
+  EXPECT_EQ(bad_arg.exit_code, 1);
+  EXPECT_TRUE(Contains(bad_arg.err, "kit arg \"channel\": value \"Main!\" does not match"))
+      << bad_arg.err;
+  // Resolution keeps asking: the args, then the variable, naming the field.
+  auto no_args = Airlock({"kit", "inspect", relay});
+  EXPECT_EQ(no_args.exit_code, 1);
+  EXPECT_TRUE(Contains(no_args.err, "kit arg \"channel\" is required")) << no_args.err;
+  auto no_env =
+      Airlock({"kit", "inspect", relay, "--kit-arg", "channel=main", "--kit-arg", "token=t0k"});
+  EXPECT_EQ(no_env.exit_code, 1);
+  EXPECT_TRUE(Contains(no_env.err,
+                       "capabilities[3].config.files[0].path: final container environment has "
+                       "no variable \"RELAY_HOME\""))
+      << no_env.err;
+  auto full = Airlock({"kit", "inspect", relay, "--kit-arg", "channel=main", "--kit-arg",
+                       "token=t0k", "-e", "RELAY_HOME=/etc/relay"});
+  EXPECT_EQ(full.exit_code, 0) << full.err;
+
+  // An unknown required type is accepted, said so, and refused at resolution.
+  std::string probe = Fixture("probe.yaml");
+  auto unknown = Airlock({"kit", "validate", probe});
+  EXPECT_EQ(unknown.exit_code, 0) << unknown.err;
+  EXPECT_EQ(unknown.out, probe + ": valid mixin kit\n");
+  EXPECT_TRUE(Contains(unknown.err, "warning: " + probe +
+                                        ": capabilities[0]: this host does not provide "
+                                        "com.example/probe-sensor@1; creating a sandbox refuses"))
+      << unknown.err;
+  auto unknown_json = Airlock({"kit", "validate", "--json", probe});
+  EXPECT_EQ(unknown_json.exit_code, 0) << unknown_json.err;
+  auto uj = nlohmann::json::parse(unknown_json.out);
+  EXPECT_EQ(uj["valid"], true);
+  EXPECT_EQ(uj["warnings"].size(), 2u) << unknown_json.out;
+  auto refused = Airlock({"kit", "inspect", probe});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_TRUE(Contains(refused.err,
+                       "capabilities[0]: kit requires capability type "
+                       "\"com.example/probe-sensor@1\", which this host does not "
+                       "provide"))
+      << refused.err;
+
+  // kind: set is authoring's own.
+  auto set = Airlock({"kit", "validate", Fixture("team-set.yaml")});
+  EXPECT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, Fixture("team-set.yaml") + ": valid set kit\n");
+
+  // A legacy agent-context profile on a mixin is refused at its field.
+  std::string notes = Fixture("notes-mixin.yaml");
+  auto profile = Airlock({"kit", "validate", notes});
+  EXPECT_EQ(profile.exit_code, 1);
+  EXPECT_EQ(profile.out, "");
+  EXPECT_TRUE(Contains(profile.err, notes + ": ")) << profile.err;
+  EXPECT_TRUE(Contains(profile.err,
+                       "capabilities[1].config.filename: agent-context filename without a "
+                       "directory is workload-only"))
+      << profile.err;
+  auto profile_json = Airlock({"kit", "validate", "--json", notes});
+  EXPECT_EQ(profile_json.exit_code, 1);
+  auto pj = nlohmann::json::parse(profile_json.out);
+  EXPECT_EQ(pj["valid"], false);
+  ASSERT_EQ(pj["errors"].size(), 1u) << profile_json.out;
+  EXPECT_TRUE(Contains(std::string(pj["errors"][0]), "capabilities[1].config.filename: "));
 }
 
 // ---- inspect ----
@@ -249,13 +330,94 @@ TEST_F(KitCliTest, DiffReportsWideningsAndExitCodeStopsOnThem) {
   EXPECT_EQ(json.exit_code, 1);
   auto j = nlohmann::json::parse(json.out);
   ASSERT_EQ(j["widenings"].size(), 1u) << json.out;
-  EXPECT_TRUE(Contains(std::string(j["widenings"][0]), kDeny));
+  EXPECT_EQ(j["widenings"][0]["category"], "network.runtime.http.deny-removed") << json.out;
+  EXPECT_EQ(j["widenings"][0]["phase"], "runtime");
+  EXPECT_EQ(j["widenings"][0]["detail"], std::string("runtime: removed deny ") + kDeny);
   EXPECT_TRUE(j["narrowings"].empty());
 
   // The published layout of forge.yaml grants exactly what the file does.
   auto same = Airlock({"kit", "diff", "--exit-code", Fixture("forge-oci"), guarded});
   EXPECT_EQ(same.exit_code, 0) << same.err;
   EXPECT_EQ(same.out, "no change in the grant surface\n");
+}
+
+// gauge-2.yaml widens each category of the surface once over gauge-1.yaml
+// and narrows twice; --json names each by category and phase, and its
+// details are the text output's lines.
+TEST_F(KitCliTest, DiffJsonListsEachChangeByCategory) {
+  const std::string v1 = Fixture("gauge-1.yaml"), v2 = Fixture("gauge-2.yaml");
+  auto json = Airlock({"kit", "diff", "--json", "--exit-code", v1, v2});
+  EXPECT_EQ(json.exit_code, 1) << json.err;
+  auto j = nlohmann::json::parse(json.out);
+  ASSERT_TRUE(j["widenings"].is_array()) << json.out;
+  std::vector<std::string> widened, narrowed;
+  for (const auto& w : j["widenings"]) {
+    ASSERT_TRUE(w.is_object()) << w.dump();
+    ASSERT_EQ(w.size(), 3u) << w.dump();
+    widened.push_back(std::string(w["category"]) + " | " + std::string(w["phase"]) + " | " +
+                      std::string(w["detail"]));
+  }
+  for (const auto& n : j["narrowings"]) {
+    narrowed.push_back(std::string(n["category"]) + " | " + std::string(n["phase"]) + " | " +
+                       std::string(n["detail"]));
+  }
+  EXPECT_EQ(widened,
+            (std::vector<std::string>{
+                "network.install.allow | install | install: new allow mirror.gauge.example",
+                "network.runtime.allow | runtime | runtime: new allow api.gauge.example",
+                "network.runtime.http.allow | runtime | runtime: new allow PUT "
+                "upload.gauge.example/**",
+                "network.runtime.deny-removed | runtime | runtime: removed deny "
+                "telemetry.gauge.example",
+                "network.runtime.http.deny-removed | runtime | runtime: removed deny DELETE "
+                "api.gauge.example/admin/**",
+                "credentials.install | install | new credential gauge-ci (install)",
+                "ssh-agent | runtime | ssh-agent (runtime): new grant unrestricted",
+                "storage |  | new volume /var/cache/gauge",
+                "host-mount |  | new host mount /home/agent/.gauge/cache",
+                "skills |  | new skills store /home/agent/.gauge/shared-skills",
+                "skills.write |  | skills store /home/agent/.gauge/skills: now writable",
+                "ports |  | new port 9101/tcp",
+                "usb |  | new USB device class:03",
+                "privileged |  | privileged: now requested",
+                "services |  | other: new git-identity@1",
+            }))
+      << json.out;
+  EXPECT_EQ(narrowed,
+            (std::vector<std::string>{
+                "network.runtime.allow | runtime | runtime: removed allow push.gauge.example",
+                "network.runtime.http.deny | runtime | runtime: new deny DELETE "
+                "upload.gauge.example/**",
+            }))
+      << json.out;
+
+  // The text output is the same details, one per line.
+  auto text = Airlock({"kit", "diff", v1, v2});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  std::string want = "widenings:\n";
+  for (const auto& w : j["widenings"]) want += "+ " + std::string(w["detail"]) + "\n";
+  want += "narrowings:\n";
+  for (const auto& n : j["narrowings"]) want += "- " + std::string(n["detail"]) + "\n";
+  EXPECT_EQ(text.out, want);
+
+  // Back again: only narrowings, under the same categories.
+  auto back = Airlock({"kit", "diff", "--json", "--exit-code", v2, v1});
+  EXPECT_EQ(back.exit_code, 1) << back.out;  // v1 re-bounds push and drops the new deny
+  auto b = nlohmann::json::parse(back.out);
+  std::vector<std::string> back_widened;
+  for (const auto& w : b["widenings"]) back_widened.push_back(w["category"]);
+  EXPECT_EQ(back_widened, (std::vector<std::string>{"network.runtime.allow",
+                                                    "network.runtime.http.deny-removed"}))
+      << back.out;
+  std::set<std::string> back_narrowed;
+  for (const auto& n : b["narrowings"]) back_narrowed.insert(n["category"]);
+  for (const char* category :
+       {"network.install.allow", "network.runtime.allow", "network.runtime.http.allow",
+        "network.runtime.deny", "network.runtime.http.deny", "credentials.install", "ssh-agent",
+        "storage", "host-mount", "skills", "skills.write", "ports", "usb", "privileged",
+        "services"}) {
+    EXPECT_EQ(back_narrowed.count(category), 1u) << category << "\n" << back.out;
+  }
 }
 
 TEST_F(KitCliTest, DiffGivesAnArgToTheSideThatDeclaresIt) {

@@ -46,6 +46,11 @@ bool IsSize(absl::string_view s) {
   return RE2::FullMatch(re2::StringPiece(s.data(), s.size()), *kSize);
 }
 
+// IsUnset reports an optional string value that is not judged yet: still
+// a reference (the effective form judges it), or empty, which the spec
+// reads as omitted wherever the field is optional (`mode: ""` is no mode).
+bool IsUnset(absl::string_view s) { return s.empty() || !IsLiteral(s); }
+
 std::string StripPort(absl::string_view host) {
   return std::string(host.substr(0, host.find(':')));
 }
@@ -482,7 +487,7 @@ LifecycleFile DecodeFile(const Value& v, const FieldPath& path, Problems* proble
   if (!f.String("content", &file.content) && f.is_map() && !f.Has("content")) {
     problems->Error(path.Key("content"), "content is required");
   }
-  if (f.String("mode", &file.mode) && IsLiteral(file.mode) && !IsOctalMode(file.mode)) {
+  if (f.String("mode", &file.mode) && !IsUnset(file.mode) && !IsOctalMode(file.mode)) {
     problems->Error(f.At("mode"), absl::StrCat("invalid octal mode ", Quote(file.mode)));
   }
   f.Bool("overwrite", &file.overwrite);
@@ -534,11 +539,11 @@ VolumeConfig DecodeVolume(const Value& config, const FieldPath& path, Problems* 
   } else if (IsLiteral(c.path) && (c.path.empty() || c.path[0] != '/')) {
     problems->Error(f.At("path"), absl::StrCat("volume path ", Quote(c.path), " must be absolute"));
   }
-  if (f.String("size", &c.size) && IsLiteral(c.size) && !IsSize(c.size)) {
+  if (f.String("size", &c.size) && !IsUnset(c.size) && !IsSize(c.size)) {
     problems->Error(f.At("size"), absl::StrCat("invalid size ", Quote(c.size)));
   }
   f.Bool("tmpfs", &c.tmpfs);
-  if (f.String("mode", &c.mode) && IsLiteral(c.mode) && !IsOctalMode(c.mode)) {
+  if (f.String("mode", &c.mode) && !IsUnset(c.mode) && !IsOctalMode(c.mode)) {
     problems->Error(f.At("mode"), absl::StrCat("invalid octal mode ", Quote(c.mode)));
   }
   f.Done();
@@ -586,7 +591,7 @@ ResourcesConfig DecodeResources(const Value& config, const FieldPath& path, Prob
       c.cpu = cpu;
     }
   }
-  if (f.String("memory", &c.memory) && IsLiteral(c.memory) && !IsSize(c.memory)) {
+  if (f.String("memory", &c.memory) && !IsUnset(c.memory) && !IsSize(c.memory)) {
     problems->Error(f.At("memory"), absl::StrCat("invalid memory ", Quote(c.memory)));
   }
   f.String("gpu", &c.gpu);
@@ -721,11 +726,10 @@ const Located* FirstOfType(const std::vector<Located>& block, absl::string_view 
 }
 
 // CheckArity applies the rules on how often a type may appear in a block:
-// singletons once, no exact duplicates, one network-policy version, and
-// the workload-only types never on a mixin. It returns false when the
-// block's network policy is ambiguous (stated twice).
-bool CheckArity(const std::vector<Located>& block, const CapabilityRules& rules,
-                Problems* problems) {
+// singletons once, no exact duplicates, one network-policy version. It
+// returns false when the block's network policy is ambiguous (stated
+// twice).
+bool CheckArity(const std::vector<Located>& block, Problems* problems) {
   std::map<std::string, std::string> singleton_at, exact_at;
   const Located* network = nullptr;
   bool network_ok = true;
@@ -743,10 +747,6 @@ bool CheckArity(const std::vector<Located>& block, const CapabilityRules& rules,
     if (!fresh && !singleton_dup) {
       problems->Error(l.path, absl::StrCat("identical to ", exact->second));
     }
-    if (rules.mixin && (e.type == kSbx || e.type == kLongRunning)) {
-      problems->Error(l.path.Key("type"),
-                      absl::StrCat(e.type, " is workload-only; a mixin cannot declare it"));
-    }
     if (e.type != kNetworkPolicyV1 && e.type != kNetworkPolicyV2) continue;
     if (network == nullptr) {
       network = &l;
@@ -760,6 +760,34 @@ bool CheckArity(const std::vector<Located>& block, const CapabilityRules& rules,
     }
   }
   return network_ok;
+}
+
+// CheckWorkloadOnly refuses on a mixin what only the workload may state:
+// sbx@1 and long-running@1, and the legacy agent-context profile (a
+// `filename` without a `directory`), which names the one profile beside
+// the workspace. A mixin states a profile with an explicit directory, or
+// contributes a body alone. Judged on presence, so a reference in the
+// value does not defer it.
+void CheckWorkloadOnly(const std::vector<Located>& block, const CapabilityRules& rules,
+                       Problems* problems) {
+  if (!rules.mixin) return;
+  for (const Located& l : block) {
+    const CapabilityEntry& e = *l.entry;
+    if (e.type == kSbx || e.type == kLongRunning) {
+      problems->Error(l.path.Key("type"),
+                      absl::StrCat(e.type, " is workload-only; a mixin cannot declare it"));
+    }
+    if (e.type != kAgentContext || !e.config.is_map() || e.config.Find("directory") != nullptr) {
+      continue;
+    }
+    const Value* filename = e.config.Find("filename");
+    if (filename != nullptr && !(filename->is_string() && filename->text.empty())) {
+      problems->Error(l.path.Key("config").Key("filename"),
+                      "agent-context filename without a directory is workload-only; a mixin "
+                      "states filename together with an explicit directory, or contributes a "
+                      "body alone");
+    }
+  }
 }
 
 std::string MountConflict(const std::string& mount, bool is_volume, const std::string& other_at,
@@ -883,7 +911,8 @@ void CheckInjectWithinAllow(const std::vector<Located>& block, Problems* problem
 // block: the ordinary entries, or one group's members.
 void CheckBlock(const std::vector<Located>& block, const CapabilityRules& rules, bool cross_entry,
                 Problems* problems) {
-  bool network_ok = CheckArity(block, rules, problems);
+  bool network_ok = CheckArity(block, problems);
+  CheckWorkloadOnly(block, rules, problems);
   CheckInstanceKeys(block, problems);
   CheckSessionAgreement(block, problems);
   bool literal = std::none_of(block.begin(), block.end(),

@@ -231,7 +231,9 @@ using CapabilityItem = std::variant<CapabilityEntry, CapabilityGroup>;
 
 // CapabilityRules says how strictly a capability list is judged.
 struct CapabilityRules {
-  bool mixin = false;  // sbx@1 and long-running@1 are workload-only
+  // sbx@1, long-running@1 and the legacy agent-context profile (a
+  // filename without a directory) are workload-only.
+  bool mixin = false;
   // Cross-entry checks (inject within allow) run only on a whole, literal
   // block: not in declarations-only mode, and never while groups remain.
   bool cross_entry = true;
@@ -242,8 +244,10 @@ struct CapabilityRules {
 // typed config of each typed type, known fields of the other well-known
 // types, and the per-block rules (singletons, exact duplicates,
 // config-less types, credential (service, phase), volume and host-mount
-// paths, ports, network-policy versions, workload-only types, and inject
-// domains within the same phase's allow list).
+// paths, ports, network-policy versions, what is workload-only, and
+// inject domains within the same phase's allow list). An empty string in
+// an optional field with a grammar (a volume's size or mode, a file's
+// mode, resources memory) reads as omitted, as the spec's decoder does.
 void DecodeCapabilities(const Value& list, const FieldPath& path, const CapabilityRules& rules,
                         Problems* problems, std::vector<CapabilityItem>* out);
 

@@ -169,7 +169,7 @@ class TopLevelDecoder {
     f_.String("author", &d_->author);
     f_.String("description", &d_->description);
     f_.String("sourceUrl", &d_->source_url);
-    if (f_.String("iconUrl", &d_->icon_url) && IsLiteral(d_->icon_url) &&
+    if (f_.String("iconUrl", &d_->icon_url) && !d_->icon_url.empty() && IsLiteral(d_->icon_url) &&
         !IsHttpsUrl(d_->icon_url)) {
       problems_->Error(f_.At("iconUrl"), absl::StrCat("iconUrl ", Quote(d_->icon_url),
                                                       " must be an absolute https URL"));
@@ -179,6 +179,7 @@ class TopLevelDecoder {
   void Version() {
     if (!f_.String("version", &d_->version)) return;
     d_->version = std::string(absl::StripAsciiWhitespace(d_->version));
+    if (d_->version.empty()) return;  // no fallback version
     if (HasArgRef(d_->version)) {
       if (form_ != Form::kAuthored) {
         problems_->Error(f_.At("version"), "version must be literal once published");
@@ -295,11 +296,12 @@ class TopLevelDecoder {
         if (!re.ok())
           problems_->Error(af.At("pattern"), absl::StrCat("invalid pattern: ", re.error()));
       }
-      if (af.String("env", &a.env) && !IsIdentifier(a.env)) {
+      if (af.String("env", &a.env) && !a.env.empty() && !IsIdentifier(a.env)) {
         problems_->Error(af.At("env"),
                          absl::StrCat("env ", Quote(a.env), " is not a valid env var name"));
       }
-      if (af.String("buildArg", &a.build_arg) && !IsIdentifier(a.build_arg)) {
+      if (af.String("buildArg", &a.build_arg) && !a.build_arg.empty() &&
+          !IsIdentifier(a.build_arg)) {
         problems_->Error(af.At("buildArg"), absl::StrCat("buildArg ", Quote(a.build_arg),
                                                          " is not a valid build-arg name"));
       }
@@ -310,7 +312,7 @@ class TopLevelDecoder {
       if (!a.enum_values.empty() && a.pattern) {
         problems_->Error(at, "enum and pattern are mutually exclusive");
       }
-      if (af.Has("env") && af.Has("buildArg")) {
+      if (!a.env.empty() && a.build_phase()) {
         problems_->Error(at,
                          "env and buildArg are mutually exclusive; an arg resolves in one phase");
       }
@@ -318,10 +320,15 @@ class TopLevelDecoder {
     }
   }
 
+  // Content reads the recipe. An empty `build:` or `dockerfile:` states
+  // no recipe, as the spec's decoder reads an empty optional string.
   void Content() {
     std::vector<absl::string_view> stated;
     for (absl::string_view key : {"build", "dockerfile", "kits"}) {
-      if (f_.Has(key)) stated.push_back(key);
+      const Value* v = doc_.Find(key);
+      if (v != nullptr && !(key != "kits" && v->is_string() && v->text.empty())) {
+        stated.push_back(key);
+      }
     }
     if (stated.size() > 1) {
       problems_->Error(f_.At(stated[1]),
@@ -330,7 +337,7 @@ class TopLevelDecoder {
                                     "one list of kits"));
     }
     f_.String("build", &d_->build);
-    if (f_.String("dockerfile", &d_->dockerfile)) {
+    if (f_.String("dockerfile", &d_->dockerfile) && !d_->dockerfile.empty()) {
       std::string clean = internal::CleanPath(d_->dockerfile);
       if (d_->dockerfile.empty() || clean[0] == '/' || clean == ".." ||
           absl::StartsWith(clean, "../")) {
@@ -368,7 +375,9 @@ class TopLevelDecoder {
                            absl::StrCat(Quote(k.ref), " already listed at kits[", it->second, "]"));
         }
       }
-      if (kf.String("digest", &k.digest)) {
+      // An empty digest pins nothing: authored, that is no pin yet.
+      bool digest_read = kf.String("digest", &k.digest);
+      if (digest_read && !k.digest.empty()) {
         if (!IsSha256Digest(k.digest)) {
           problems_->Error(at.Key("digest"),
                            absl::StrCat("digest ", Quote(k.digest), " is not sha256:<64 hex>"));
@@ -378,7 +387,7 @@ class TopLevelDecoder {
           problems_->Error(at.Key("digest"), absl::StrCat("digest ", Quote(k.digest),
                                                           " disagrees with ref ", Quote(k.ref)));
         }
-      } else if (form_ != Form::kAuthored && !kf.Has("digest")) {
+      } else if (form_ != Form::kAuthored && (digest_read || !kf.Has("digest"))) {
         problems_->Error(at.Key("digest"), "digest is required once published");
       }
       if (const Value* args = kf.Map("args")) {

@@ -899,5 +899,87 @@ TEST(VolumePortResourcesTest, Rules) {
   EXPECT_EQ(p->Key(), "3000/tcp");
 }
 
+// An optional string with a grammar, stated empty, reads as omitted (the
+// spec decodes "" as the zero value); a required one stays required, and
+// credentialFile.format, whose schema enum excludes "", stays refused.
+TEST(EmptyOptionalStringsTest, ReadAsOmitted) {
+  auto top = [](const std::string& fields) {
+    return absl::StrCat(kHeader, "kind: workload\n", fields);
+  };
+  const std::string set = absl::StrCat(kHeader, "kind: set\nkits: [{ref: r.io/a:1, digest: ''}]\n");
+  ExpectCases({
+      {"iconUrl", top("iconUrl: ''\n"), ""},
+      {"version", top("version: ''\n"), ""},
+      {"dockerfile", top("dockerfile: ''\n"), ""},
+      {"empty build beside dockerfile", top("build: ''\ndockerfile: kit.dockerfile\n"), ""},
+      {"arg env and buildArg",
+       top("args: {a: {env: '', buildArg: A}, b: {env: B, buildArg: ''}}\n"), ""},
+      {"kit digest", set, ""},
+      {"volume size and mode",
+       Mixin("{type: com.docker.sandbox/volume@1, config: {path: /d, size: '', mode: ''}}"), ""},
+      {"file mode", Lifecycle("{files: [{path: /etc/x, content: y, mode: ''}]}"), ""},
+      {"file mode beside a reference",
+       absl::StrCat(kHeader, "kind: mixin\nargs: {v: {default: x}}\ncapabilities: [",
+                    "{type: com.docker.sandbox/lifecycle@1, config: {files: [{path: /etc/x, ",
+                    "content: '${{ kit.args.v }}', mode: ''}]}}]\n"),
+       ""},
+      {"resources memory",
+       Kit("workload", "{type: com.docker.sandbox/resources@1, config: {memory: ''}}"), ""},
+      {"required volume path stays required",
+       Mixin("{type: com.docker.sandbox/volume@1, config: {path: ''}}"),
+       "capabilities[0].config.path: volume path \"\" must be absolute"},
+      {"a non-empty bad mode is still refused",
+       Mixin("{type: com.docker.sandbox/volume@1, config: {path: /d, mode: ' '}}"),
+       "capabilities[0].config.mode: invalid octal mode \" \""},
+      {"credentialFile format",
+       Credential(
+           "{service: svc, phase: runtime, oauth: {credentialFile: {path: /c, format: ''}}}"),
+       "config.oauth.credentialFile.format: format must be json or toml, got \"\""},
+  });
+  absl::StatusOr<Descriptor> d = ParseDescriptor(top("version: ''\nprovides: [x]\n"));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->version, "");
+  // Empty is no pin: a published set entry still needs its digest.
+  ExpectCases({{"published kit digest",
+                absl::StrCat(kHeader, "kind: workload\nkits: [{ref: r.io/a:1, digest: ''}]\n"),
+                "kits[0].digest: digest is required once published"}},
+              Form::kPublished);
+}
+
+// A legacy agent-context profile (a filename with no directory) is the
+// workload's: a mixin states a profile with its directory, or a body only.
+TEST(AgentContextTest, LegacyProfileIsWorkloadOnly) {
+  const std::string context = "{type: com.docker.sandbox/agent-context@1, config: ";
+  const std::string refused =
+      "agent-context filename without a directory is workload-only; a mixin states filename "
+      "together with an explicit directory";
+  ExpectCases({
+      {"workload legacy profile", Kit("workload", context + "{filename: AGENTS.md, content: x}}"),
+       ""},
+      {"mixin explicit profile",
+       Mixin(context + "{filename: AGENTS.md, directory: /home/agent/.x, content: x}}"), ""},
+      {"mixin body only", Mixin(context + "{contentFile: ./ctx.md}}"), ""},
+      {"mixin empty filename", Mixin(context + "{filename: '', content: x}}"), ""},
+      {"mixin bare filename", Mixin(context + "{filename: AGENTS.md, content: x}}"),
+       "capabilities[0].config.filename: " + refused},
+      {"mixin bare filename from an arg",
+       absl::StrCat(kHeader, "kind: mixin\nargs: {f: {default: A.md}}\ncapabilities: [", context,
+                    "{filename: '${{ kit.args.f }}'}}]\n"),
+       "capabilities[0].config.filename: " + refused},
+      {"mixin group member",
+       Mixin("{group: {optional: true, capabilities: [" + context + "{filename: AGENTS.md}}]}}"),
+       "capabilities[0].group.capabilities[0].config.filename: " + refused},
+  });
+  // The same rule holds once published.
+  ExpectCases({{"published mixin", Mixin(context + "{filename: AGENTS.md}}"),
+                "capabilities[0].config.filename: " + refused}},
+              Form::kPublished);
+  absl::StatusOr<Descriptor> fixture = ParseDescriptor(ReadTestdata("notes-mixin.yaml"));
+  ASSERT_FALSE(fixture.ok());
+  EXPECT_NE(fixture.status().message().find("capabilities[1].config.filename: " + refused),
+            absl::string_view::npos)
+      << fixture.status();
+}
+
 }  // namespace
 }  // namespace airlock::kit

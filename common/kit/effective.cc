@@ -268,6 +268,40 @@ absl::Status CheckExpandedSize(const Value& doc) {
 
 }  // namespace
 
+namespace {
+
+// CheckArgValue holds one value (supplied or a default) to its arg's
+// declaration: enum or pattern, and at create no Kit placeholder or NUL.
+bool CheckArgValue(const std::string& name, const Arg& arg, const std::string& value,
+                   ArgPhase phase, Problems* problems) {
+  if (phase == ArgPhase::kCreate &&
+      (HasKitPlaceholder(value) || value.find('\0') != std::string::npos)) {
+    problems->Error(FieldPath(), absl::StrCat("kit arg ", Quote(name),
+                                              ": values must not contain Kit placeholders or NUL"));
+    return false;
+  }
+  if (!arg.enum_values.empty()) {
+    if (std::find(arg.enum_values.begin(), arg.enum_values.end(), value) == arg.enum_values.end()) {
+      std::vector<std::string> quoted;
+      for (const std::string& e : arg.enum_values) quoted.push_back(Quote(e));
+      problems->Error(FieldPath(),
+                      absl::StrCat("kit arg ", Quote(name), ": value ", Quote(value),
+                                   " is not one of [", absl::StrJoin(quoted, ", "), "]"));
+      return false;
+    }
+  } else if (arg.pattern) {
+    RE2 re(absl::StrCat("^(?:", *arg.pattern, ")$"), RE2::Quiet);
+    if (!re.ok() || !RE2::FullMatch(value, re)) {
+      problems->Error(FieldPath(), absl::StrCat("kit arg ", Quote(name), ": value ", Quote(value),
+                                                " does not match pattern ", Quote(*arg.pattern)));
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<ArgValues> ResolveArgs(const Descriptor& d, const ArgValues& supplied,
                                       ArgPhase phase) {
   Problems problems;
@@ -302,35 +336,21 @@ absl::StatusOr<ArgValues> ResolveArgs(const Descriptor& d, const ArgValues& supp
       }
       continue;
     }
-    if (phase == ArgPhase::kCreate &&
-        (HasKitPlaceholder(*value) || value->find('\0') != std::string::npos)) {
-      problems.Error(FieldPath(),
-                     absl::StrCat("kit arg ", Quote(name),
-                                  ": values must not contain Kit placeholders or NUL"));
-      continue;
-    }
-    if (!arg.enum_values.empty()) {
-      if (std::find(arg.enum_values.begin(), arg.enum_values.end(), *value) ==
-          arg.enum_values.end()) {
-        std::vector<std::string> quoted;
-        for (const std::string& e : arg.enum_values) quoted.push_back(Quote(e));
-        problems.Error(FieldPath(),
-                       absl::StrCat("kit arg ", Quote(name), ": value ", Quote(*value),
-                                    " is not one of [", absl::StrJoin(quoted, ", "), "]"));
-        continue;
-      }
-    } else if (arg.pattern) {
-      RE2 re(absl::StrCat("^(?:", *arg.pattern, ")$"), RE2::Quiet);
-      if (!re.ok() || !RE2::FullMatch(*value, re)) {
-        problems.Error(FieldPath(), absl::StrCat("kit arg ", Quote(name), ": value ", Quote(*value),
-                                                 " does not match pattern ", Quote(*arg.pattern)));
-        continue;
-      }
-    }
-    out[name] = *value;
+    if (CheckArgValue(name, arg, *value, phase, &problems)) out[name] = *value;
   }
   if (!problems.ok()) return problems.ToStatus("kit args");
   return out;
+}
+
+absl::Status CheckArgValues(const Descriptor& d, const ArgValues& supplied) {
+  Problems problems;
+  for (const auto& [name, value] : supplied) {
+    auto arg = d.args.find(name);
+    if (arg == d.args.end()) continue;
+    CheckArgValue(name, arg->second, value,
+                  arg->second.build_phase() ? ArgPhase::kBuild : ArgPhase::kCreate, &problems);
+  }
+  return problems.ToStatus("kit args");
 }
 
 absl::StatusOr<Descriptor> ExpandBuildArgs(const Descriptor& authored, const ArgValues& supplied) {

@@ -32,6 +32,13 @@ enum class ArgPhase { kBuild, kCreate };
 absl::StatusOr<ArgValues> ResolveArgs(const Descriptor& d, const ArgValues& supplied,
                                       ArgPhase phase);
 
+// CheckArgValues holds each supplied value `d` declares an arg for to that
+// declaration (enum or pattern; a create-phase value holds no Kit
+// placeholder or NUL), as ResolveArgs would, without asking for the args
+// not supplied: it checks values before there are all of them. Names `d`
+// does not declare are the caller's to judge.
+absl::Status CheckArgValues(const Descriptor& d, const ArgValues& supplied);
+
 // ExpandBuildArgs is publishing's expansion for a descriptor read from a
 // file: build-phase args resolved and expanded everywhere, the result
 // validated as a published descriptor. Sets are refused (merging them is

@@ -2,26 +2,17 @@
 
 #include <algorithm>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/kit/capabilities.h"
+#include "common/kit/internal/ref_errors.h"
 #include "common/kit/oci.h"
 
 namespace airlock::kit {
 
 namespace {
 
-absl::Status InRef(const std::string& ref, const absl::Status& s) {
-  if (absl::StartsWith(s.message(), ref + ":")) return s;
-  return absl::Status(s.code(), absl::StrCat(ref, ": ", s.message()));
-}
-
-absl::Status UnknownArgs(const std::vector<std::string>& unknown) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "no kit declares the arg", unknown.size() > 1 ? "s " : " ", absl::StrJoin(unknown, ", "),
-      " (`airlock kit inspect REF` lists a kit's args)"));
-}
+using internal::CheckArgsUsed;
+using internal::InRef;
 
 // ArgsFor picks the supplied args `d` declares for `phase`.
 ArgValues ArgsFor(const Descriptor& d, const ArgValues& supplied, ArgPhase phase) {
@@ -122,15 +113,6 @@ absl::StatusOr<ResolvedKits> Resolve(const std::vector<std::string>& refs, const
   }
   out.not_enforced.assign(not_enforced.begin(), not_enforced.end());
   return out;
-}
-
-// CheckArgsUsed refuses the supplied args no kit declared.
-absl::Status CheckArgsUsed(const ArgValues& args, const std::set<std::string>& used) {
-  std::vector<std::string> unknown;
-  for (const auto& [name, value] : args) {
-    if (!used.count(name)) unknown.push_back(name);
-  }
-  return unknown.empty() ? absl::OkStatus() : UnknownArgs(unknown);
 }
 
 }  // namespace

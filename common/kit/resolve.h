@@ -1,8 +1,9 @@
 // Resolving the Kits a sandbox is created or updated with: load each
 // reference, take it to its effective form with the installer's args,
 // compose the set, and project the grant surface. This is the one
-// pipeline behind `airlock kit inspect|validate|diff`, policyd's Resolve
-// and Diff, and the kit benchmark.
+// pipeline behind `airlock kit inspect|diff`, the composition check of
+// `airlock kit validate` (validate.h), policyd's Resolve and Diff, and
+// the kit benchmark.
 #ifndef AIRLOCK_COMMON_KIT_RESOLVE_H_
 #define AIRLOCK_COMMON_KIT_RESOLVE_H_
 

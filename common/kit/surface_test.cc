@@ -303,6 +303,10 @@ TEST(DiffTest, StrengtheningADenyIsNotAWidening) {
 
 // ---- Credentials, storage, ports, privileged, others ----
 
+bool Has(const Lines& lines, const std::string& want) {
+  return std::find(lines.begin(), lines.end(), want) != lines.end();
+}
+
 std::string Credential(const std::string& service, const std::string& phase,
                        const std::string& domain) {
   return absl::StrCat("{type: com.docker.sandbox/network-policy@2, config: {install: {allow: [",
@@ -357,16 +361,298 @@ TEST(DiffTest, StoragePortsPrivileged) {
 
 TEST(DiffTest, OtherServices) {
   Surface granted =
-      MixinSurface("{type: com.docker.sandbox/ssh-agent@1, config: {phase: runtime}}");
+      MixinSurface("{type: com.docker.sandbox/acp@1, config: {agent: a, command: x}}");
   EXPECT_FALSE(Diff(granted, granted).widens());
   EXPECT_EQ(Diff(granted,
-                 MixinSurface("{type: com.docker.sandbox/ssh-agent@1, config: {phase: install}}"))
+                 MixinSurface("{type: com.docker.sandbox/acp@1, config: {agent: a, command: y}}"))
                 .widenings,
-            Lines{"other: changed ssh-agent@1 config"});
-  EXPECT_EQ(Diff(Surface(), granted).widenings, Lines{"other: new ssh-agent@1"});
+            Lines{"other: changed acp@1 config"});
+  EXPECT_EQ(Diff(Surface(), granted).widenings, Lines{"other: new acp@1"});
   SurfaceDiff drop = Diff(granted, Surface());
   EXPECT_FALSE(drop.widens());
-  EXPECT_EQ(drop.narrowings, Lines{"other: removed ssh-agent@1"});
+  EXPECT_EQ(drop.narrowings, Lines{"other: removed acp@1"});
+}
+
+// ---- Typed entries: what `kit diff --json` lists ----
+
+// Change renders a SurfaceChange for comparing whole lists.
+std::string Change(const SurfaceChange& c) {
+  return absl::StrCat(c.category, " | ", c.phase, " | ", c.detail);
+}
+Lines Changes(const std::vector<SurfaceChange>& changes) {
+  Lines out;
+  for (const SurfaceChange& c : changes) out.push_back(Change(c));
+  return out;
+}
+
+// ExpectConsistent: the string lists are the typed lists' details.
+void ExpectConsistent(const SurfaceDiff& d) {
+  ASSERT_EQ(d.widenings.size(), d.widened.size());
+  ASSERT_EQ(d.narrowings.size(), d.narrowed.size());
+  for (size_t i = 0; i < d.widened.size(); ++i) EXPECT_EQ(d.widenings[i], d.widened[i].detail);
+  for (size_t i = 0; i < d.narrowed.size(); ++i) EXPECT_EQ(d.narrowings[i], d.narrowed[i].detail);
+  EXPECT_EQ(d.widens(), !d.widened.empty());
+}
+
+TEST(SurfaceChangeTest, NetworkCategoriesNameTheSurfaceFieldAndPhase) {
+  Surface granted = MixinSurface(
+      "{type: com.docker.sandbox/network-policy@2, config: {"
+      "install: {allow: [pkg.example], deny: [mirror.example]},"
+      "runtime: {allow: [a.example, {hosts: [api.example], methods: [GET]}],"
+      " deny: [t.example, {hosts: [api.example], methods: [DELETE], paths: [/repos/**]}]}}}");
+  Surface proposed = MixinSurface(
+      "{type: com.docker.sandbox/network-policy@2, config: {"
+      "install: {allow: [pkg.example, cdn.example], deny: [mirror.example]},"
+      "runtime: {allow: [a.example, {hosts: [api.example], methods: [GET, POST]}]}}}");
+  SurfaceDiff d = Diff(granted, proposed);
+  ExpectConsistent(d);
+  EXPECT_EQ(Changes(d.widened),
+            (Lines{
+                "network.install.allow | install | install: new allow cdn.example",
+                "network.runtime.http.allow | runtime | runtime: new allow POST api.example/**",
+                "network.runtime.deny-removed | runtime | runtime: removed deny t.example",
+                "network.runtime.http.deny-removed | runtime | runtime: removed deny DELETE "
+                "api.example/repos/**",
+            }));
+  EXPECT_TRUE(d.narrowed.empty()) << ::testing::PrintToString(d.narrowings);
+
+  // The reverse: each narrowing names the field it shrinks (a new deny,
+  // the deny lists).
+  SurfaceDiff back = Diff(proposed, granted);
+  ExpectConsistent(back);
+  EXPECT_EQ(Changes(back.narrowed),
+            (Lines{
+                "network.install.allow | install | install: removed allow cdn.example",
+                "network.runtime.http.allow | runtime | runtime: removed allow POST api.example/**",
+                "network.runtime.deny | runtime | runtime: new deny t.example",
+                "network.runtime.http.deny | runtime | runtime: new deny DELETE "
+                "api.example/repos/**",
+            }));
+  EXPECT_TRUE(back.widened.empty()) << ::testing::PrintToString(back.widenings);
+  EXPECT_EQ(
+      Changes(
+          Diff(Runtime("allow: [a.example]"), Runtime("allow: [a.example, b.example]")).widened),
+      Lines{"network.runtime.allow | runtime | runtime: new allow b.example"});
+}
+
+TEST(SurfaceChangeTest, CredentialsStoragePortsPrivilegedServices) {
+  Surface granted = MixinSurface(Credential("github", "runtime", "api.github.com") +
+                                 ", {type: com.docker.sandbox/volume@1, config: {path: /data}}");
+  Surface proposed = MixinSurface(
+      Credential("github", "runtime", "api.github.com") + ", " +
+      "{type: com.docker.sandbox/credential@1, config: {service: npm, phase: install, apiKey: "
+      "{name: NPM_TOKEN}}}, "
+      "{type: com.docker.sandbox/volume@1, config: {path: /cache}},"
+      "{type: com.docker.sandbox/port@1, config: {container: 8080}},"
+      "{type: com.docker.sandbox/privileged@1},"
+      "{type: com.example/thing@1, config: {a: 1}}");
+  SurfaceDiff d = Diff(granted, proposed);
+  ExpectConsistent(d);
+  EXPECT_EQ(Changes(d.widened), (Lines{
+                                    "credentials.install | install | new credential npm (install)",
+                                    "storage |  | new volume /cache",
+                                    "ports |  | new port 8080/tcp",
+                                    "privileged |  | privileged: now requested",
+                                    "services |  | other: new com.example/thing@1",
+                                }));
+  EXPECT_EQ(Changes(d.narrowed), Lines{"storage |  | removed volume /data"});
+
+  SurfaceDiff domain =
+      Diff(granted, MixinSurface(Credential("github", "runtime", "github.com") +
+                                 ", {type: com.docker.sandbox/volume@1, config: {path: /data}}"));
+  ExpectConsistent(domain);
+  EXPECT_TRUE(Has(Changes(domain.widened),
+                  "credentials.runtime | runtime | credential github (runtime): new inject domain "
+                  "github.com"))
+      << ::testing::PrintToString(Changes(domain.widened));
+}
+
+// ---- Containment between bare hosts and bounded entries ----
+
+TEST(BareAndBoundedTest, ABareAllowContainsEveryBoundedAllowOnItsHost) {
+  Surface bounded = Runtime("allow: [{hosts: [h.example], methods: [DELETE], paths: [/repos/**]}]");
+  EXPECT_FALSE(Diff(Runtime("allow: [h.example]"), bounded).widens());
+  // Also when the granted surface was stored with its host list alone (a
+  // grant from before HTTP atoms were recorded): a bare host is every
+  // request to it.
+  Surface hosts_only;
+  hosts_only.runtime.allow_hosts = {"h.example"};
+  SurfaceDiff d = Diff(hosts_only, bounded);
+  EXPECT_FALSE(d.widens()) << d.widenings[0];
+  // A bare pattern covering every host contains them as well; a port-
+  // qualified bare host contains only requests on its port.
+  EXPECT_FALSE(Diff(Runtime("allow: [\"**\"]"), bounded).widens());
+  Surface p443 = Runtime("allow: [\"h.example:443\"]");
+  EXPECT_FALSE(
+      Diff(p443, Runtime("allow: [{hosts: [\"h.example:443\"], methods: [GET]}]")).widens());
+  EXPECT_EQ(Diff(p443, bounded).widenings, Lines{"runtime: new allow DELETE h.example/repos/**"});
+  // And the reverse direction reads the same: a bounded grant dropped
+  // where the proposal allows the host bare is no narrowing of it.
+  Surface both;
+  both.runtime.allow_hosts = {"h.example"};
+  EXPECT_TRUE(Diff(bounded, both).narrowings.empty())
+      << ::testing::PrintToString(Diff(bounded, both).narrowings);
+}
+
+TEST(BareAndBoundedTest, ABareAllowWhereOnlyABoundedOneWasIsOneWidening) {
+  Surface bounded = Runtime("allow: [{hosts: [h.example], methods: [GET], paths: [/v1/**]}]");
+  SurfaceDiff d = Diff(bounded, Runtime("allow: [h.example]"));
+  ExpectConsistent(d);
+  EXPECT_EQ(Changes(d.widened),
+            Lines{"network.runtime.allow | runtime | runtime: new allow h.example"});
+  // Beside the bounded entry too: the bare one opens the host.
+  SurfaceDiff beside = Diff(bounded, Runtime("allow: [h.example, {hosts: [h.example], methods: "
+                                             "[GET], paths: [/v1/**]}]"));
+  EXPECT_EQ(Changes(beside.widened),
+            Lines{"network.runtime.allow | runtime | runtime: new allow h.example"});
+}
+
+TEST(BareAndBoundedTest, RemovingABoundedDenyWidens) {
+  const std::string allow = "allow: [h.example], ";
+  Surface guarded =
+      Runtime(allow + "deny: [{hosts: [h.example], methods: [DELETE], paths: [/repos/**]}]");
+  SurfaceDiff d = Diff(guarded, Runtime("allow: [h.example]"));
+  ExpectConsistent(d);
+  EXPECT_EQ(Changes(d.widened), Lines{"network.runtime.http.deny-removed | runtime | runtime: "
+                                      "removed deny DELETE h.example/repos/**"});
+  // A bare deny of the host contains it, stored with its host list alone or not.
+  EXPECT_FALSE(Diff(guarded, Runtime(allow + "deny: [h.example]")).widens());
+  Surface bare_deny;
+  bare_deny.runtime.allow_hosts = {"h.example"};
+  bare_deny.runtime.http_allow = {"ANY h.example/**"};
+  bare_deny.runtime.deny_hosts = {"h.example"};
+  EXPECT_FALSE(Diff(guarded, bare_deny).widens()) << Diff(guarded, bare_deny).widenings[0];
+  // Removing the bare deny is the one widening, reported against the host list.
+  SurfaceDiff bare = Diff(Runtime(allow + "deny: [t.example]"), Runtime("allow: [h.example]"));
+  EXPECT_EQ(Changes(bare.widened),
+            Lines{"network.runtime.deny-removed | runtime | runtime: removed deny t.example"});
+}
+
+// ---- The categories the spec's surface has beyond the enforced ones ----
+
+TEST(ProjectSurfaceTest, SshAgentHostMountSkillsAndUsb) {
+  Surface s = MixinSurface(
+      "{type: com.docker.sandbox/ssh-agent@1, config: {phase: runtime}},"
+      "{type: com.docker.sandbox/ssh-agent@1, config: {phase: install, unrestricted: false,"
+      " sign: [git], authenticate: [git@github.com]}},"
+      "{type: com.docker.sandbox/host-mount@1, config: {path: /home/agent/.cache/pip}},"
+      "{type: com.docker.sandbox/agent-skills@1, config: {path: /skills/a}},"
+      "{type: com.docker.sandbox/agent-skills@1, config: {path: /skills/b, mode: readwrite}},"
+      "{type: com.docker.sandbox/usb-device@1, config: {vendorId: '1d6b', productId: '0104'}},"
+      "{type: com.docker.sandbox/usb-device@1, config: {class: '03'}},"
+      "{type: com.docker.sandbox/git-identity@1}");
+  EXPECT_EQ(s.ssh_agent,
+            (Lines{"install authenticate git@github.com", "install sign git", "runtime"}));
+  EXPECT_EQ(s.host_mount_paths, Lines{"/home/agent/.cache/pip"});
+  EXPECT_EQ(s.skills_paths, (Lines{"/skills/a", "/skills/b"}));
+  EXPECT_EQ(s.skills_write_paths, Lines{"/skills/b"});
+  EXPECT_EQ(s.usb, (Lines{"1d6b:0104", "class:03"}));
+  // Their services keys stay (a store keeping only services still gates
+  // every change); the other services are what no typed list spells out.
+  EXPECT_EQ(s.services.size(), 8u) << ::testing::PrintToString(s.services);
+  EXPECT_EQ(s.typed_services.size(), 7u) << ::testing::PrintToString(s.typed_services);
+  EXPECT_EQ(s.OtherServices(), Lines{"com.docker.sandbox/git-identity@1"});
+  EXPECT_TRUE(s.storage_paths.empty());
+}
+
+TEST(SurfaceChangeTest, SshAgent) {
+  auto ssh = [](const std::string& config) {
+    return MixinSurface("{type: com.docker.sandbox/ssh-agent@1, config: " + config + "}");
+  };
+  Surface open = ssh("{phase: runtime}");
+  Surface signing = ssh("{phase: runtime, unrestricted: false, sign: [git]}");
+  Surface login = ssh("{phase: runtime, unrestricted: false, authenticate: [github.com]}");
+  // An unbounded phase covers everything in it.
+  SurfaceDiff narrow = Diff(open, signing);
+  ExpectConsistent(narrow);
+  EXPECT_FALSE(narrow.widens()) << narrow.widenings[0];
+  EXPECT_EQ(Changes(narrow.narrowed),
+            Lines{"ssh-agent | runtime | ssh-agent (runtime): removed grant unrestricted"});
+  SurfaceDiff widen = Diff(signing, open);
+  EXPECT_EQ(Changes(widen.widened),
+            Lines{"ssh-agent | runtime | ssh-agent (runtime): new grant unrestricted"});
+  // A destination without a user covers every user at that host.
+  EXPECT_FALSE(
+      Diff(login, ssh("{phase: runtime, unrestricted: false, authenticate: [git@github.com]}"))
+          .widens());
+  EXPECT_EQ(Changes(Diff(login, ssh("{phase: runtime, unrestricted: false, authenticate: "
+                                    "[gitlab.com]}"))
+                        .widened),
+            Lines{"ssh-agent | runtime | ssh-agent (runtime): new grant authenticate gitlab.com"});
+  // Another phase is another grant.
+  EXPECT_EQ(Changes(Diff(open, ssh("{phase: [runtime, install]}")).widened),
+            Lines{"ssh-agent | install | ssh-agent (install): new grant unrestricted"});
+}
+
+TEST(SurfaceChangeTest, HostMountSkillsAndUsb) {
+  auto mount = [](const std::string& path) {
+    return "{type: com.docker.sandbox/host-mount@1, config: {path: " + path + "}}";
+  };
+  auto skills = [](const std::string& config) {
+    return "{type: com.docker.sandbox/agent-skills@1, config: " + config + "}";
+  };
+  auto usb = [](const std::string& config) {
+    return "{type: com.docker.sandbox/usb-device@1, config: " + config + "}";
+  };
+  SurfaceDiff mounts =
+      Diff(MixinSurface(mount("/a")), MixinSurface(mount("/a") + "," + mount("/b")));
+  ExpectConsistent(mounts);
+  EXPECT_EQ(Changes(mounts.widened), Lines{"host-mount |  | new host mount /b"});
+  // A mount's mode is not a grant.
+  EXPECT_FALSE(Diff(MixinSurface(mount("/a")),
+                    MixinSurface("{type: com.docker.sandbox/host-mount@1, config: {path: /a, "
+                                 "mode: '0700'}}"))
+                   .widens());
+  // Moving a path from a volume to a host mount widens.
+  SurfaceDiff moved = Diff(MixinSurface("{type: com.docker.sandbox/volume@1, config: {path: /a}}"),
+                           MixinSurface(mount("/a")));
+  EXPECT_EQ(Changes(moved.widened), Lines{"host-mount |  | new host mount /a"});
+  EXPECT_EQ(Changes(moved.narrowed), Lines{"storage |  | removed volume /a"});
+
+  Surface read = MixinSurface(skills("{path: /skills}"));
+  Surface write = MixinSurface(skills("{path: /skills, mode: readwrite}"));
+  SurfaceDiff raise = Diff(read, write);
+  ExpectConsistent(raise);
+  EXPECT_EQ(Changes(raise.widened), Lines{"skills.write |  | skills store /skills: now writable"});
+  EXPECT_TRUE(raise.narrowed.empty()) << ::testing::PrintToString(raise.narrowings);
+  SurfaceDiff lower = Diff(write, read);
+  EXPECT_FALSE(lower.widens()) << lower.widenings[0];
+  EXPECT_EQ(Changes(lower.narrowed),
+            Lines{"skills.write |  | skills store /skills: no longer writable"});
+  EXPECT_EQ(Changes(Diff(Surface(), write).widened),
+            (Lines{"skills |  | new skills store /skills",
+                   "skills.write |  | skills store /skills: now writable"}));
+  EXPECT_FALSE(Diff(read, MixinSurface(skills("{path: /skills, mode: readonly}"))).widens());
+
+  SurfaceDiff devices = Diff(MixinSurface(usb("{class: '03'}")),
+                             MixinSurface(usb("{vendorId: '1d6b', productId: '0104'}")));
+  ExpectConsistent(devices);
+  EXPECT_EQ(Changes(devices.widened), Lines{"usb |  | new USB device 1d6b:0104"});
+  EXPECT_EQ(Changes(devices.narrowed), Lines{"usb |  | removed USB device class:03"});
+}
+
+// A surface stored with only the fields policyd's GrantSurface keeps has no
+// typed lists for these types: their services keys judge them, as before.
+TEST(SurfaceChangeTest, AStoredSurfaceWithoutTypedListsFallsBackToServices) {
+  auto stored = [](Surface s) {
+    s.ssh_agent.clear();
+    s.host_mount_paths.clear();
+    s.skills_paths.clear();
+    s.skills_write_paths.clear();
+    s.usb.clear();
+    s.typed_services.clear();
+    return s;
+  };
+  Surface open = MixinSurface("{type: com.docker.sandbox/ssh-agent@1, config: {phase: runtime}}");
+  Surface install =
+      MixinSurface("{type: com.docker.sandbox/ssh-agent@1, config: {phase: install}}");
+  EXPECT_FALSE(Diff(stored(open), stored(open)).widens());
+  EXPECT_FALSE(Diff(stored(open), open).widens());
+  SurfaceDiff moved = Diff(stored(open), install);
+  ExpectConsistent(moved);
+  EXPECT_EQ(Changes(moved.widened), Lines{"services |  | other: changed ssh-agent@1 config"});
+  EXPECT_EQ(Changes(Diff(stored(open), stored(install)).widened),
+            Lines{"services |  | other: changed ssh-agent@1 config"});
 }
 
 }  // namespace
