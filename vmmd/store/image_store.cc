@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -128,14 +129,36 @@ absl::StatusOr<std::string> BlobWriter::Commit() {
 }
 
 absl::StatusOr<std::unique_ptr<ImageStore>> ImageStore::Open(const std::string& root,
-                                                             StateDb* db) {
+                                                             StateDb* db,
+                                                             const std::string& scratch_base) {
   for (const char* sub : {"", "/blobs/sha256", "/disks", "/tmp"}) {
     if (absl::Status s = MakeDirs(root + sub, 0700); !s.ok()) return s;
   }
   // Whatever is in tmp/ belongs to work a previous vmmd did not finish.
   for (const auto& n : ListDir(root + "/tmp")) (void)RemoveTree(root + "/tmp/" + n);
   if (absl::Status s = db->Exec(kSchema); !s.ok()) return s;
-  return std::unique_ptr<ImageStore>(new ImageStore(root, db));
+  std::unique_ptr<ImageStore> store(new ImageStore(root, db));
+  struct stat st;
+  if (!scratch_base.empty() && stat(scratch_base.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    // One directory per store (several vmmds may share a host's /dev/shm),
+    // 0700 so nobody else can look at an image being unpacked.
+    std::string dir = absl::StrCat(scratch_base, "/airlock-vmmd-",
+                                   oci::Sha256Digest(root).substr(7, 16));
+    (void)RemoveTree(dir);
+    if (MakeDirs(dir, 0700).ok() && chmod(dir.c_str(), 0700) == 0) store->scratch_ = dir;
+  }
+  return store;
+}
+
+std::string ImageStore::ScratchFor(uint64_t bytes) {
+  struct statvfs vfs;
+  // Room for the unpacked tree (layers expand) with a margin.
+  if (!scratch_.empty() && statvfs(scratch_.c_str(), &vfs) == 0 &&
+      static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize > bytes * 4 + (512ull << 20)) {
+    std::lock_guard<std::mutex> lock(tmp_mu_);
+    return absl::StrCat(scratch_, "/disk-", ++tmp_counter_);
+  }
+  return TempPath("disk");
 }
 
 std::string ImageStore::BlobPath(absl::string_view digest) const {
@@ -344,7 +367,9 @@ absl::StatusOr<std::string> ImageStore::BootDisk(const StoredImage& image,
   std::string disk = DiskPath(image.id);
   struct stat st;
   if (stat(disk.c_str(), &st) == 0) return disk;
-  std::string scratch = TempPath("disk");
+  uint64_t packed = 0;
+  for (const auto& l : image.manifest.layers) packed += static_cast<uint64_t>(l.size);
+  std::string scratch = ScratchFor(packed);
   std::string tree = scratch + "/root";
   if (absl::Status s = MakeDirs(tree, 0755); !s.ok()) return s;
   auto cleanup = [&] { (void)RemoveTree(scratch); };
@@ -364,13 +389,16 @@ absl::StatusOr<std::string> ImageStore::BootDisk(const StoredImage& image,
   }
   chmod(tree.c_str(), 0755);
   if (progress) progress("making the boot disk", n, n);
-  std::string raw = scratch + "/disk.raw";
+  // The disk itself is written on the store's filesystem: it is renamed
+  // into disks/ when complete.
+  std::string raw = TempPath("disk") + ".raw";
   CommandResult r = RunCommand({SystemTool("mkfs.ext4"), "-q", "-F", "-L", "airlock-root", "-E",
                                 "lazy_itable_init=1,lazy_journal_init=1", "-d", tree, raw,
                                 absl::StrCat(DiskSizeFor(bytes) >> 20, "M")},
                                {}, "", 1800);
   if (r.exit_code != 0) {
     cleanup();
+    unlink(raw.c_str());
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot make the boot disk of ", image.name.empty() ? image.id : image.name,
                      ": mkfs.ext4: ", r.err));
@@ -379,10 +407,12 @@ absl::StatusOr<std::string> ImageStore::BootDisk(const StoredImage& image,
   std::string dir = disk.substr(0, disk.rfind('/'));
   if (absl::Status s = MakeDirs(dir, 0700); !s.ok()) {
     cleanup();
+    unlink(raw.c_str());
     return s;
   }
   if (rename(raw.c_str(), disk.c_str()) != 0) {
     cleanup();
+    unlink(raw.c_str());
     return absl::InternalError(absl::StrCat("cannot rename into ", disk, ": ", strerror(errno)));
   }
   cleanup();
