@@ -52,6 +52,8 @@ struct Verdict {
   bool address_rule = false;
   // Path rules apply to the host (policyd::Decision::path_rules).
   bool path_rules = false;
+  // The deciding rule is "**" (any host), not one naming this host.
+  bool any_host_rule = false;
 };
 
 std::string ErrorResponse(int status, absl::string_view reason, absl::string_view body) {
@@ -332,6 +334,7 @@ Verdict Attachment::State::Decide(const std::string& host, const Address* addr, 
     v.rule_id = d.rule->id;
     v.rule_text = d.rule->Text();
     v.address_rule = d.rule->resource.kind == policyd::Resource::Kind::kAddress;
+    v.any_host_rule = d.rule->resource.kind == policyd::Resource::Kind::kAny;
   }
   return v;
 }
@@ -370,10 +373,12 @@ absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t
     return DialUpstream(*px, host, nullptr, port, kUpstreamConnectTimeout);
   }
   // An operator's trusted range lets names reach a protected address
-  // (split DNS); an IP literal the guest gave never counts.
+  // (split DNS), when a rule names the host: an IP literal the guest gave,
+  // or any name under "**" (which a guest can point anywhere with its own
+  // DNS), never counts.
   Address literal{};
   bool trusted = px->network.TrustedForNames(resolved->address) &&
-                 !policyd::ParseAddress(host, &literal);
+                 !policyd::ParseAddress(host, &literal) && !v->any_host_rule;
   if (IsProtected(resolved->address) && !resolved->from_static_map && !trusted) {
     // Only a rule on the address itself opens a protected range: "**" or a
     // name that resolves there does not.

@@ -561,9 +561,12 @@ absl::StatusOr<NormalizedPath> NormalizePath(absl::string_view path) {
     char d = absl::HexStringToBytes(escape.substr(1))[0];
     i += 2;
     if (d == '\0') return bad(absl::StrCat("has an encoded NUL (", escape, ")"));
-    if (d == '/' || d == '\\') {
+    if (!IsUnreserved(d)) {
+      // Servers decode escapes before routing ("%40" is "@", "%2f" a
+      // separator to some, "%25" another escape to those decoding twice);
+      // a glob on the encoded text would not see what they route to.
       ambiguous(absl::StrCat("has an encoded ", Quote(std::string(1, d)), " (", escape,
-                             "), which some servers decode before routing"));
+                             "), which servers decode before routing"));
     }
     if (IsUnreserved(d)) {
       out.match += d;
@@ -577,6 +580,9 @@ absl::StatusOr<NormalizedPath> NormalizePath(absl::string_view path) {
     if (seg.empty() && i + 1 < segments.size()) ambiguous("has an empty segment (\"//\")");
     absl::string_view name = seg.substr(0, seg.find(';'));
     if (name == "." || name == "..") return bad("has a \".\" or \"..\" segment");
+    if (name.size() != seg.size()) {
+      ambiguous("has a ';' parameter, which servers such as Tomcat strip before routing");
+    }
   }
   return out;
 }

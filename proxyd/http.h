@@ -133,8 +133,8 @@ struct NormalizedPath {
   // "/pool/npm_9.2.0~ds1". The request is forwarded as sent.
   std::string match;
   // Why some server may route this path as another one ("has an empty
-  // segment (\"//\")", an encoded '/' or '\', a backslash); empty when
-  // none. Such a path is refused only where a path rule applies to the host
+  // segment (\"//\")", any escape of a character that is not unreserved,
+  // a ';' parameter, a backslash); empty when none. Such a path is refused only where a path rule applies to the host
   // (it could bypass the glob) and forwarded otherwise (npm's
   // "/@scope%2fname").
   std::string ambiguity;

@@ -319,12 +319,19 @@ TEST(CanonicalHostTest, NamesAndNumericTricks) {
 }
 
 TEST(NormalizePathTest, AcceptsOrdinaryPaths) {
-  for (const char* path : {"/", "/repos/x/y", "/repos/x/", "/a%20b", "/a%3Fb", "/v1/messages",
-                           "/a..b/c", "/.well-known/x", "/a;b=c/d", "/~user/%E2%82%AC"}) {
+  for (const char* path : {"/", "/repos/x/y", "/repos/x/", "/v1/messages", "/a..b/c",
+                           "/.well-known/x", "/~user/x", "/@scope/pkg"}) {
     auto n = NormalizePath(path);
     ASSERT_TRUE(n.ok()) << path << ": " << n.status();
     EXPECT_EQ(n->match, path);
     EXPECT_EQ(n->ambiguity, "") << path;
+  }
+  // Accepted too, but servers may route them as another path.
+  for (const char* path : {"/a%20b", "/a%3Fb", "/a;b=c/d", "/~user/%E2%82%AC", "/%40evil/pkg",
+                           "/repos/..%252fadmin"}) {
+    auto n = NormalizePath(path);
+    ASSERT_TRUE(n.ok()) << path << ": " << n.status();
+    EXPECT_NE(n->ambiguity, "") << path;
   }
 }
 
@@ -337,10 +344,13 @@ TEST(NormalizePathTest, DecodesUnreservedCharactersForMatching) {
   EXPECT_EQ(apt->ambiguity, "");
   EXPECT_EQ(NormalizePath("/%61dmin")->match, "/admin");
   EXPECT_EQ(NormalizePath("/a%3fb%e2%82%ac")->match, "/a%3Fb%E2%82%AC");
+  EXPECT_EQ(NormalizePath("/rep%6fs/x")->ambiguity, "");
   auto npm = NormalizePath("/@anthropic-ai%2fclaude-code");
   ASSERT_TRUE(npm.ok()) << npm.status();
   EXPECT_EQ(npm->match, "/@anthropic-ai%2Fclaude-code");
   EXPECT_NE(npm->ambiguity.find("encoded \"/\" (%2f)"), std::string::npos) << npm->ambiguity;
+  auto apt_ok = NormalizePath("/debian/pool/main/n/npm/npm_9.2.0%7eds1-1_all.deb");
+  EXPECT_EQ(apt_ok->ambiguity, "");
 }
 
 // Every path here reaches something other than what a glob on its text

@@ -89,12 +89,14 @@ absl::Status ImageCatalog::EnsureBuiltIn() {
 
 absl::StatusOr<StoredImage> ImageCatalog::Resolve(const std::string& ref_in) const {
   std::string ref = ref_in.empty() ? "base" : ref_in;
-  absl::Status last;
+  // Every name form first; only then a digest or id prefix.
   for (const auto& t : NameForms(ref, default_registry_)) {
-    auto img = store_->Find(t);
-    if (img.ok()) return img;
-    last = img.status();
-    if (last.code() != absl::StatusCode::kNotFound) return last;
+    auto img = store_->FindName(t);
+    if (img.ok() || img.status().code() != absl::StatusCode::kNotFound) return img;
+  }
+  auto by_digest = store_->Find(ref);
+  if (by_digest.ok() || by_digest.status().code() != absl::StatusCode::kNotFound) {
+    return by_digest;
   }
   return absl::NotFoundError(absl::StrCat(
       "no image \"", ref, "\" in the store; pull it (`airlock template pull ", ref,

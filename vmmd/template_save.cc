@@ -122,7 +122,9 @@ absl::StatusOr<vmm::Image> SandboxManager::SaveTemplate(const vmm::SaveTemplateR
   config.created = "";
   auto config_digest = store->PutBlob(oci::SerializeConfig(config));
   if (!config_digest.ok()) return config_digest.status();
-  std::string config_text = *store->ReadBlob(*config_digest);
+  auto config_blob = store->ReadBlob(*config_digest);
+  if (!config_blob.ok()) return config_blob.status();
+  std::string config_text = *config_blob;
   oci::Manifest m = parent->manifest;
   m.media_type = oci::kManifestType;
   m.config = {oci::kConfigType, *config_digest, static_cast<int64_t>(config_text.size()), {}};

@@ -93,7 +93,9 @@ absl::StatusOr<std::vector<Candidate>> LoadLayout(const std::string& dir, ImageS
     }
     if (oci::IsIndex(d.media_type)) {
       if (absl::Status s = CopyBlob(dir, d.digest, store, nullptr); !s.ok()) return s;
-      auto nested = oci::ParseIndex(*store->ReadBlob(d.digest));
+      auto text = store->ReadBlob(d.digest);
+      if (!text.ok()) return text.status();
+      auto nested = oci::ParseIndex(*text);
       if (!nested.ok()) return nested.status();
       auto pick = oci::PickPlatform(*nested);
       if (!pick.ok()) return pick.status();
@@ -101,7 +103,9 @@ absl::StatusOr<std::vector<Candidate>> LoadLayout(const std::string& dir, ImageS
     }
     if (!oci::IsManifest(d.media_type) && !d.media_type.empty()) continue;
     if (absl::Status s = CopyBlob(dir, d.digest, store, nullptr); !s.ok()) return s;
-    auto manifest = oci::ParseManifest(*store->ReadBlob(d.digest));
+    auto manifest_text = store->ReadBlob(d.digest);
+    if (!manifest_text.ok()) return manifest_text.status();
+    auto manifest = oci::ParseManifest(*manifest_text);
     if (!manifest.ok()) return manifest.status();
     if (absl::Status s = CopyBlob(dir, manifest->config.digest, store, nullptr); !s.ok()) return s;
     for (const auto& l : manifest->layers) {

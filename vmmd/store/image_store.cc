@@ -142,10 +142,18 @@ absl::StatusOr<std::unique_ptr<ImageStore>> ImageStore::Open(const std::string& 
   if (!scratch_base.empty() && stat(scratch_base.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     // One directory per store (several vmmds may share a host's /dev/shm),
     // 0700 so nobody else can look at an image being unpacked.
+    // The name is predictable and the base is world-writable: a directory
+    // that exists is used only when it is a real directory of ours (never
+    // through a symlink), emptied, and 0700; else no scratch at all.
     std::string dir = absl::StrCat(scratch_base, "/airlock-vmmd-",
                                    oci::Sha256Digest(root).substr(7, 16));
-    (void)RemoveTree(dir);
-    if (MakeDirs(dir, 0700).ok() && chmod(dir.c_str(), 0700) == 0) store->scratch_ = dir;
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) dir.clear();
+    struct stat own;
+    if (!dir.empty() && lstat(dir.c_str(), &own) == 0 && S_ISDIR(own.st_mode) &&
+        own.st_uid == geteuid() && chmod(dir.c_str(), 0700) == 0) {
+      for (const auto& n : ListDir(dir)) (void)RemoveTree(dir + "/" + n);
+      store->scratch_ = dir;
+    }
   }
   return store;
 }
@@ -296,12 +304,22 @@ absl::Status ImageStore::Tag(const std::string& name, const std::string& manifes
       {name, manifest_digest, source, description, static_cast<int64_t>(time(nullptr))});
 }
 
+absl::StatusOr<StoredImage> ImageStore::FindName(const std::string& name) const {
+  auto rows = db_->Query(
+      "SELECT name, digest, source, description, created FROM images WHERE name = ?", {name});
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) {
+    return absl::NotFoundError(absl::StrCat("no image named \"", name, "\" in the store"));
+  }
+  const auto& r = (*rows)[0];
+  return LoadNamed(r[0], r[1], r[2], r[3], std::stoll(r[4]));
+}
+
 absl::StatusOr<StoredImage> ImageStore::Find(const std::string& ref) const {
+  auto named = FindName(ref);
+  if (named.ok() || named.status().code() != absl::StatusCode::kNotFound) return named;
   auto rows = db_->Query("SELECT name, digest, source, description, created FROM images ORDER BY name");
   if (!rows.ok()) return rows.status();
-  for (const auto& r : *rows) {
-    if (r[0] == ref) return LoadNamed(r[0], r[1], r[2], r[3], std::stoll(r[4]));
-  }
   // A digest or a prefix of one, of the manifest or the config.
   std::string hex = Hex(ref);
   bool hexy = hex.size() >= 4 && hex.size() <= 64 &&
@@ -357,14 +375,16 @@ absl::Status ImageStore::Untag(const std::string& name) {
   return absl::OkStatus();
 }
 
-std::string ImageStore::DiskPath(const std::string& id) const {
-  return absl::StrCat(root_, "/disks/", Hex(id), "/disk.raw");
+std::string ImageStore::DiskPath(const std::string& digest) const {
+  return absl::StrCat(root_, "/disks/", Hex(digest), "/disk.raw");
 }
 
 absl::StatusOr<std::string> ImageStore::BootDisk(const StoredImage& image,
                                                  const Progress& progress) {
   std::lock_guard<std::mutex> lock(build_mu_);
-  std::string disk = DiskPath(image.id);
+  // By manifest digest: it names every layer blob (each verified), while
+  // two images may share a config and differ in their layers.
+  std::string disk = DiskPath(image.digest);
   struct stat st;
   if (stat(disk.c_str(), &st) == 0) return disk;
   uint64_t packed = 0;
@@ -422,7 +442,7 @@ absl::StatusOr<std::string> ImageStore::BootDisk(const StoredImage& image,
 uint64_t ImageStore::SizeOf(const StoredImage& image) const {
   uint64_t total = BytesOnDisk(BlobPath(image.digest)) + BytesOnDisk(BlobPath(image.id));
   for (const auto& l : image.manifest.layers) total += BytesOnDisk(BlobPath(l.digest));
-  return total + BytesOnDisk(DiskPath(image.id));
+  return total + BytesOnDisk(DiskPath(image.digest));
 }
 
 absl::StatusOr<uint64_t> ImageStore::CollectGarbage(const std::set<std::string>& in_use) {
@@ -441,7 +461,7 @@ absl::StatusOr<uint64_t> ImageStore::CollectGarbage(const std::set<std::string>&
     }
     keep_blobs.insert(Hex(img->digest));
     keep_blobs.insert(Hex(img->id));
-    keep_disks.insert(Hex(img->id));
+    keep_disks.insert(Hex(img->digest));
     for (const auto& l : img->manifest.layers) keep_blobs.insert(Hex(l.digest));
   }
   uint64_t freed = 0;

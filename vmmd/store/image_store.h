@@ -2,7 +2,7 @@
 // live once under blobs/sha256/<hex>, shared by every image that names
 // them; names ("go-agent:v1", "docker.io/library/golang:1.25") map to a
 // manifest digest in vmmd's SQLite file; each image's boot disk is built
-// once from its layers and cached under disks/<config hex>/ (sandboxes
+// once from its layers and cached under disks/<manifest hex>/ (sandboxes
 // put their own copy-on-write overlay on it).
 //
 // Crash safety: every blob and disk is written under tmp/ and renamed into
@@ -101,6 +101,8 @@ class ImageStore {
   // the config) or a unique prefix of at least 4 hex digits of either.
   // NOT_FOUND says so; an ambiguous prefix is INVALID_ARGUMENT.
   absl::StatusOr<StoredImage> Find(const std::string& ref) const;
+  // FindName resolves an exact name only.
+  absl::StatusOr<StoredImage> FindName(const std::string& name) const;
   // Load reads the image whose manifest is `digest` (name left empty).
   absl::StatusOr<StoredImage> Load(const std::string& digest) const;
   std::vector<StoredImage> List() const;
@@ -110,11 +112,11 @@ class ImageStore {
   std::vector<std::string> NamesOf(const std::string& digest) const;
 
   // BootDisk is the raw ext4 disk of `image`, built on first use from its
-  // layers (applied in a scratch tree) and cached by config digest.
+  // layers (applied in a scratch tree) and cached by manifest digest.
   absl::StatusOr<std::string> BootDisk(const StoredImage& image, const Progress& progress);
-  // DiskPath is where the boot disk of the image with config `id` is (it
-  // may not be built yet).
-  std::string DiskPath(const std::string& id) const;
+  // DiskPath is where the boot disk of the image with manifest `digest` is
+  // (it may not be built yet).
+  std::string DiskPath(const std::string& digest) const;
 
   // SizeOf is the bytes on disk of the image's blobs and its boot disk.
   uint64_t SizeOf(const StoredImage& image) const;

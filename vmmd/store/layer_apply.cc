@@ -8,10 +8,12 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <set>
 #include <vector>
@@ -62,6 +64,50 @@ absl::Status CheckParents(const std::string& root, const std::string& rel,
       return absl::InvalidArgumentError(absl::StrCat(
           "layer entry \"", entry, "\" would be written through the symlink \"", prefix,
           "\" (outside the image's root); the image is refused"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// DirFix is a directory's metadata, applied after the whole layer: the
+// mode may forbid writing into it, and its times change as it fills.
+struct DirFix {
+  mode_t mode = 0755;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  struct timespec mtime{};
+  std::vector<std::pair<std::string, std::string>> xattrs;
+};
+
+// IsPlainDirPath says every component of `rel` under `root` is a real
+// directory (no symlink anywhere), so acting on the path stays inside.
+bool IsPlainDirPath(const std::string& root, const std::string& rel) {
+  std::string prefix;
+  for (absl::string_view part : absl::StrSplit(rel, '/')) {
+    prefix = prefix.empty() ? std::string(part) : absl::StrCat(prefix, "/", part);
+    struct stat st;
+    if (lstat(Join(root, prefix).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  }
+  return true;
+}
+
+// MakeDirAll creates `rel` and its missing parents under `root` (0755
+// until their own entries say otherwise); CheckParents has refused any
+// symlink on the way.
+absl::Status MakeDirAll(const std::string& root, const std::string& rel) {
+  std::string prefix;
+  for (absl::string_view part : absl::StrSplit(rel, '/')) {
+    prefix = prefix.empty() ? std::string(part) : absl::StrCat(prefix, "/", part);
+    std::string path = Join(root, prefix);
+    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot create ", prefix, ": ", strerror(errno)));
+    }
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer directory \"", rel, "\" would be made through \"", prefix,
+          "\", which is not a directory; the image is refused"));
     }
   }
   return absl::OkStatus();
@@ -132,7 +178,7 @@ absl::StatusOr<LayerStats> ApplyLayer(const std::string& layer, const std::strin
   LayerStats stats;
   // Paths this layer writes: an opaque directory keeps only these.
   std::set<std::string> written;
-  std::vector<std::string> opaque;
+  std::map<std::string, DirFix> dirs;
   archive_entry* e = nullptr;
   for (;;) {
     int r = archive_read_next_header(in.get(), &e);
@@ -151,11 +197,37 @@ absl::StatusOr<LayerStats> ApplyLayer(const std::string& layer, const std::strin
     std::string base = Base(*rel);
     if (absl::StartsWith(base, kWhiteoutPrefix)) {
       ++stats.whiteouts;
+      std::string dir = Parent(*rel);
       if (base == kOpaqueMarker) {
-        opaque.push_back(Parent(*rel));
+        // Now, while the directory is checked: it hides what lower layers
+        // put there (what this layer wrote before the marker stays).
+        std::string path = Join(root, dir);
+        struct stat st;
+        if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        std::vector<std::string> doomed;
+        if (DIR* d = opendir(path.c_str())) {
+          while (dirent* de = readdir(d)) {
+            std::string n = de->d_name;
+            if (n == "." || n == "..") continue;
+            std::string child = Join(dir, n);
+            auto below = written.lower_bound(child + "/");
+            bool kept = written.count(child) > 0 ||
+                        (below != written.end() && absl::StartsWith(*below, child + "/"));
+            if (!kept) doomed.push_back(Join(root, child));
+          }
+          closedir(d);
+        }
+        for (const auto& p : doomed) {
+          if (absl::Status s = RemoveTree(p); !s.ok()) return s;
+        }
       } else if (!absl::StartsWith(base, ".wh..wh.")) {
-        std::string victim = Join(Parent(*rel), base.substr(kWhiteoutPrefix.size()));
-        if (absl::Status s = RemoveTree(Join(root, victim)); !s.ok()) return s;
+        std::string name = base.substr(kWhiteoutPrefix.size());
+        if (name.empty() || name == "." || name == "..") {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "layer entry \"", entry, "\" is a whiteout of \"", name,
+              "\", which is not a name; the image is refused"));
+        }
+        if (absl::Status s = RemoveTree(Join(root, Join(dir, name))); !s.ok()) return s;
       }
       continue;
     }
@@ -184,8 +256,29 @@ absl::StatusOr<LayerStats> ApplyLayer(const std::string& layer, const std::strin
         if (absl::Status s = RemoveTree(dest); !s.ok()) return s;
       }
     }
-    archive_entry_set_pathname(e, dest.c_str());
     written.insert(*rel);
+    if (type == AE_IFDIR && link == nullptr) {
+      // Made here, and given their metadata after the layer (see DirFix):
+      // libarchive would apply it by path at close, through whatever a
+      // later entry of the layer made of that path.
+      if (absl::Status s = MakeDirAll(root, *rel); !s.ok()) return s;
+      DirFix fix;
+      fix.mode = archive_entry_perm(e);
+      fix.uid = static_cast<uid_t>(archive_entry_uid(e));
+      fix.gid = static_cast<gid_t>(archive_entry_gid(e));
+      fix.mtime.tv_sec = archive_entry_mtime(e);
+      fix.mtime.tv_nsec = archive_entry_mtime_nsec(e);
+      archive_entry_xattr_reset(e);
+      const char* xname;
+      const void* xvalue;
+      size_t xsize;
+      while (archive_entry_xattr_next(e, &xname, &xvalue, &xsize) == ARCHIVE_OK) {
+        fix.xattrs.emplace_back(xname, std::string(static_cast<const char*>(xvalue), xsize));
+      }
+      dirs[*rel] = fix;
+      continue;
+    }
+    archive_entry_set_pathname(e, dest.c_str());
     r = archive_write_header(out.get(), e);
     if (r < ARCHIVE_WARN) {
       return absl::InvalidArgumentError(absl::StrCat("cannot apply layer entry \"", entry,
@@ -219,25 +312,24 @@ absl::StatusOr<LayerStats> ApplyLayer(const std::string& layer, const std::strin
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot finish layer ", Base(layer), ": ", archive_error_string(out.get())));
   }
-  // Opaque directories keep only what this layer put in them.
-  for (const std::string& dir : opaque) {
-    std::string path = Join(root, dir);
-    DIR* d = opendir(path.c_str());
-    if (d == nullptr) continue;
-    std::vector<std::string> doomed;
-    while (dirent* de = readdir(d)) {
-      std::string n = de->d_name;
-      if (n == "." || n == "..") continue;
-      std::string child = Join(dir, n);
-      auto below = written.lower_bound(child + "/");
-      bool kept = written.count(child) > 0 ||
-                  (below != written.end() && absl::StartsWith(*below, child + "/"));
-      if (!kept) doomed.push_back(Join(root, child));
+  // Directory metadata last, on paths checked to be directories all the
+  // way down (a later entry may have replaced one with a symlink: then the
+  // entry no longer names a directory of the image and is skipped).
+  bool owner = geteuid() == 0;
+  for (const auto& [rel, fix] : dirs) {
+    if (!IsPlainDirPath(root, rel)) continue;
+    std::string path = Join(root, rel);
+    if (owner && lchown(path.c_str(), fix.uid, fix.gid) != 0) {
+      return absl::InternalError(absl::StrCat("cannot chown ", rel, ": ", strerror(errno)));
     }
-    closedir(d);
-    for (const auto& p : doomed) {
-      if (absl::Status s = RemoveTree(p); !s.ok()) return s;
+    for (const auto& [name, value] : fix.xattrs) {
+      (void)lsetxattr(path.c_str(), name.c_str(), value.data(), value.size(), 0);
     }
+    if (chmod(path.c_str(), fix.mode) != 0) {
+      return absl::InternalError(absl::StrCat("cannot chmod ", rel, ": ", strerror(errno)));
+    }
+    struct timespec times[2] = {fix.mtime, fix.mtime};
+    (void)utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW);
   }
   return stats;
 }

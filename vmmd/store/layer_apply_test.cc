@@ -59,7 +59,7 @@ std::string WriteLayer(const std::string& dir, const std::string& name,
       archive_entry_set_size(e, 0);
     } else {
       archive_entry_set_filetype(e, en.type);
-      archive_entry_set_perm(e, en.type == AE_IFDIR ? 0755 : en.perm);
+      archive_entry_set_perm(e, en.type == AE_IFDIR && en.perm == 0644 ? 0755 : en.perm);
       if (en.type == AE_IFLNK) archive_entry_set_symlink(e, en.data.c_str());
       if (en.type == AE_IFCHR) archive_entry_set_rdev(e, makedev(1, 3));
       archive_entry_set_size(e, en.type == AE_IFREG ? en.data.size() : 0);
@@ -252,6 +252,64 @@ TEST_F(LayerApplyTest, WhiteoutThroughASymlinkDeletesNothingOutside) {
   ASSERT_TRUE(ApplyLayer(lower, root_).ok());
   EXPECT_FALSE(ApplyLayer(upper, root_).ok());
   EXPECT_TRUE(Exists(outside + "/precious"));
+}
+
+// A directory's mode and times are set after the layer; a later entry that
+// turns the path into a symlink must not carry them outside.
+TEST_F(LayerApplyTest, DirectoryModesNeverLandThroughALaterSymlink) {
+  std::string outside = dir_ + "/outside-dir";
+  mkdir(outside.c_str(), 0700);
+  mkdir((outside + "/etc").c_str(), 0700);
+  auto layer = WriteLayer(dir_, "chmod.tar.gz",
+                          {{"x/", AE_IFDIR}, {"x/etc/", AE_IFDIR, "", "", 0777},
+                           {"x", AE_IFLNK, outside}});
+  (void)ApplyLayer(layer, root_);
+  struct stat st;
+  ASSERT_EQ(stat((outside + "/etc").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(stat(outside.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
+// An opaque marker acts when it is read; a symlink made afterwards at the
+// same path never lets it empty another directory.
+TEST_F(LayerApplyTest, OpaqueMarkerNeverEmptiesADirectoryBehindASymlink) {
+  std::string outside = dir_ + "/outside-opq";
+  mkdir(outside.c_str(), 0755);
+  std::ofstream(outside + "/precious") << "keep";
+  auto lower = WriteLayer(dir_, "l.tar.gz", {{"x/", AE_IFDIR}, {"x/old", AE_IFREG, "o"}});
+  auto upper = WriteLayer(dir_, "u.tar.gz", {{"x/.wh..wh..opq", AE_IFREG},
+                                             {"x", AE_IFLNK, outside},
+                                             {"y/.wh..wh..opq", AE_IFREG},
+                                             {"y", AE_IFLNK, outside}});
+  ASSERT_TRUE(ApplyLayer(lower, root_).ok());
+  (void)ApplyLayer(upper, root_);
+  EXPECT_TRUE(Exists(outside + "/precious"));
+}
+
+TEST_F(LayerApplyTest, AWhiteoutOfDotOrDotDotIsRefused) {
+  for (const char* name : {"a/.wh...", "a/.wh..", "a/.wh."}) {
+    std::string sub = dir_ + "/r" + std::to_string(reinterpret_cast<uintptr_t>(name) % 1000);
+    mkdir(sub.c_str(), 0755);
+    std::ofstream(sub + "/sibling") << "x";
+    auto layer = WriteLayer(dir_, "w.tar", {{"a/", AE_IFDIR}, {name, AE_IFREG}}, "");
+    auto r = ApplyLayer(layer, sub);
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_NE(r.status().message().find("which is not a name"), std::string::npos) << r.status();
+    EXPECT_TRUE(Exists(sub + "/sibling")) << name;
+    EXPECT_TRUE(Exists(dir_ + "/root")) << name;
+  }
+}
+
+TEST_F(LayerApplyTest, DirectoriesGetTheirModesAfterTheirContents) {
+  auto layer = WriteLayer(dir_, "ro.tar.gz", {{"ro/", AE_IFDIR, "", "", 0555},
+                                              {"ro/inside", AE_IFREG, "in"}});
+  ASSERT_TRUE(ApplyLayer(layer, root_).ok());
+  EXPECT_EQ(Read(root_ + "/ro/inside"), "in");
+  struct stat st;
+  ASSERT_EQ(stat((root_ + "/ro").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0555u);
+  EXPECT_EQ(st.st_mtime, 1700000000);
 }
 
 TEST_F(LayerApplyTest, HardLinkOutsideTheRootIsRefused) {

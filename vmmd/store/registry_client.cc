@@ -32,6 +32,8 @@ void InitCurlOnce() {
 
 struct Response {
   long status = 0;
+  // Where the answer came from, after redirects.
+  std::string effective_url;
   std::map<std::string, std::string> headers;  // lowercase names
   std::string body;
 };
@@ -93,6 +95,14 @@ class Session {
   absl::StatusOr<Response> Get(const std::string& url, bool manifest, const Sink* sink) {
     auto r = Do(url, manifest, sink);
     if (!r.ok() || r->status != 401) return r;
+    // Only the registry itself may ask for its credentials, not a blob
+    // store a redirect led to.
+    std::string origin = absl::StrCat(scheme_, "://", host_, "/");
+    if (!absl::StartsWith(r->effective_url, origin)) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "registry ", ref_.registry, " redirected to ", r->effective_url,
+          ", which asked for credentials; they are only ever sent to the registry"));
+    }
     if (absl::Status s = Authenticate(r->headers["www-authenticate"]); !s.ok()) return s;
     r = Do(url, manifest, sink);
     if (r.ok() && r->status == 401) {
@@ -149,6 +159,9 @@ class Session {
     curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &t);
     CURLcode rc = curl_easy_perform(c.get());
     curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &resp.status);
+    char* effective = nullptr;
+    curl_easy_getinfo(c.get(), CURLINFO_EFFECTIVE_URL, &effective);
+    if (effective != nullptr) resp.effective_url = effective;
     if (!t.sink_error.ok()) return t.sink_error;
     if (rc != CURLE_OK) {
       return absl::UnavailableError(absl::StrCat("cannot reach ", what, ": ",
@@ -176,6 +189,11 @@ class Session {
       auth_ = absl::StrCat("Authorization: Basic ",
                            absl::Base64Escape(creds_.username + ":" + creds_.password));
       return absl::OkStatus();
+    }
+    if (ch.scheme == "bearer" && scheme_ == "https" && !absl::StartsWith(ch.realm, "https://")) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "registry ", ref_.registry, " names a token service that is not HTTPS (", ch.realm,
+          "); credentials are never sent in the clear"));
     }
     if (ch.scheme != "bearer" || ch.realm.empty()) {
       return absl::UnauthenticatedError(absl::StrCat(
