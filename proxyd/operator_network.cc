@@ -1,11 +1,41 @@
 #include "proxyd/operator_network.h"
 
+#include <functional>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
 namespace airlock::proxyd {
+
+namespace {
+
+// MatchSet parses an option's entries as rule resources without a port
+// that `accept` takes, into a set of allow rules to match against; the
+// canonical texts go to `texts` when given. The error names the option
+// and the entry.
+absl::StatusOr<std::shared_ptr<const policyd::RuleSet>> MatchSet(
+    const std::vector<std::string>& entries, const char* option, const char* what,
+    const std::function<bool(const policyd::Resource&)>& accept,
+    std::vector<std::string>* texts) {
+  std::vector<policyd::Rule> rules;
+  for (const auto& text : entries) {
+    auto r = policyd::ParseResource(text);
+    if (!r.ok() || r->port != 0 || !accept(*r)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(option, ": \"", text, "\" is not ", what));
+    }
+    policyd::Rule rule;
+    rule.action = policyd::Action::kAllow;
+    rule.resource = *r;
+    rules.push_back(rule);
+    if (texts != nullptr) texts->push_back(r->text);
+  }
+  return std::make_shared<const policyd::RuleSet>(std::move(rules));
+}
+
+}  // namespace
 
 OperatorNetwork::OperatorNetwork()
     : ranges_(std::make_shared<policyd::RuleSet>(std::vector<policyd::Rule>{})),
@@ -34,46 +64,26 @@ absl::StatusOr<OperatorNetwork> OperatorNetwork::Make(
     }
     n.proxy_port_ = static_cast<uint16_t>(port);
   }
-  std::vector<policyd::Rule> direct;
-  for (const auto& text : no_proxy) {
-    auto r = policyd::ParseResource(text);
-    if (!r.ok() || r->port != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "no-proxy: \"", text, "\" is not a host pattern or address range"));
-    }
-    policyd::Rule rule;
-    rule.action = policyd::Action::kAllow;
-    rule.resource = *r;
-    direct.push_back(rule);
-  }
-  n.no_proxy_ = std::make_shared<policyd::RuleSet>(std::move(direct));
-  std::vector<policyd::Rule> ranges, hosts;
-  for (const auto& text : trusted_ranges) {
-    auto r = policyd::ParseResource(text);
-    if (!r.ok() || r->kind != policyd::Resource::Kind::kAddress || r->port != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "trusted-ranges: \"", text, "\" is not an address or CIDR range (e.g. 203.0.113.0/24)"));
-    }
-    policyd::Rule rule;
-    rule.action = policyd::Action::kAllow;
-    rule.resource = *r;
-    ranges.push_back(rule);
-    n.ranges_text_.push_back(r->text);
-  }
-  for (const auto& text : terminate_tls) {
-    auto r = policyd::ParseResource(text);
-    if (!r.ok() || r->kind == policyd::Resource::Kind::kAddress || r->port != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "terminate-tls: \"", text, "\" is not a host pattern (a name, *.name, **.name or **)"));
-    }
-    policyd::Rule rule;
-    rule.action = policyd::Action::kAllow;
-    rule.resource = *r;
-    hosts.push_back(rule);
-    n.hosts_text_.push_back(r->text);
-  }
-  n.ranges_ = std::make_shared<policyd::RuleSet>(std::move(ranges));
-  n.hosts_ = std::make_shared<policyd::RuleSet>(std::move(hosts));
+  auto no_proxy_set = MatchSet(no_proxy, "no-proxy", "a host pattern or address range",
+                               [](const policyd::Resource&) { return true; }, nullptr);
+  if (!no_proxy_set.ok()) return no_proxy_set.status();
+  n.no_proxy_ = *no_proxy_set;
+  auto ranges = MatchSet(trusted_ranges, "trusted-ranges",
+                         "an address or CIDR range (e.g. 203.0.113.0/24)",
+                         [](const policyd::Resource& r) {
+                           return r.kind == policyd::Resource::Kind::kAddress;
+                         },
+                         &n.ranges_text_);
+  if (!ranges.ok()) return ranges.status();
+  n.ranges_ = *ranges;
+  auto hosts = MatchSet(terminate_tls, "terminate-tls",
+                        "a host pattern (a name, *.name, **.name or **)",
+                        [](const policyd::Resource& r) {
+                          return r.kind != policyd::Resource::Kind::kAddress;
+                        },
+                        &n.hosts_text_);
+  if (!hosts.ok()) return hosts.status();
+  n.hosts_ = *hosts;
   return n;
 }
 

@@ -40,13 +40,7 @@ std::string Finish(EVP_MD_CTX* md) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(md, out, &len);
-  static const char kHex[] = "0123456789abcdef";
-  std::string s = "sha256:";
-  for (unsigned i = 0; i < len; ++i) {
-    s += kHex[out[i] >> 4];
-    s += kHex[out[i] & 15];
-  }
-  return s;
+  return oci::DigestOf(out, len);
 }
 
 uint64_t BytesOnDisk(const std::string& path) {

@@ -216,10 +216,7 @@ std::string SerializeIndex(const std::vector<Descriptor>& entries) {
   return json{{"schemaVersion", 2}, {"mediaType", kIndexType}, {"manifests", list}}.dump();
 }
 
-std::string Sha256Digest(absl::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+std::string DigestOf(const unsigned char* md, unsigned len) {
   static const char kHex[] = "0123456789abcdef";
   std::string out = "sha256:";
   for (unsigned i = 0; i < len; ++i) {
@@ -227,6 +224,13 @@ std::string Sha256Digest(absl::string_view data) {
     out += kHex[md[i] & 15];
   }
   return out;
+}
+
+std::string Sha256Digest(absl::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  return DigestOf(md, len);
 }
 
 }  // namespace airlock::vmmd::oci

@@ -92,6 +92,9 @@ std::string SerializeManifest(const Manifest& m);
 std::string SerializeConfig(const ImageConfig& config);
 std::string SerializeIndex(const std::vector<Descriptor>& entries);
 
+// DigestOf is "sha256:<hex>" of a finished SHA-256 (`len` bytes at `md`).
+std::string DigestOf(const unsigned char* md, unsigned len);
+
 // Sha256Digest is "sha256:<hex>" of `data`.
 std::string Sha256Digest(absl::string_view data);
 

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/fd_io.h"
+#include "vmmd/store/oci.h"
 
 namespace airlock::vmmd {
 namespace {
@@ -60,16 +61,6 @@ la_ssize_t OnWrite(archive*, void* user, const void* data, size_t n) {
   EVP_DigestUpdate(s->md, data, n);
   if (!s->Deflate(data, n, Z_NO_FLUSH)) return -1;
   return static_cast<la_ssize_t>(n);
-}
-
-std::string Hex(const unsigned char* md, unsigned len) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string s = "sha256:";
-  for (unsigned i = 0; i < len; ++i) {
-    s += kHex[md[i] >> 4];
-    s += kHex[md[i] & 15];
-  }
-  return s;
 }
 
 std::map<std::string, std::string> Xattrs(const std::string& path) {
@@ -309,7 +300,7 @@ absl::StatusOr<DiffLayer> WriteDiffLayer(const std::string& lower, const std::st
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   EVP_DigestFinal_ex(md.get(), out, &len);
-  result.diff_id = Hex(out, len);
+  result.diff_id = oci::DigestOf(out, len);
   result.size = (*blob)->bytes();
   auto digest = (*blob)->Commit();
   if (!digest.ok()) return digest.status();
