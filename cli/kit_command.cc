@@ -27,6 +27,7 @@
 #include "common/kit/surface.h"
 #include "common/kit/validate.h"
 #include "cli/daemons.h"
+#include "common/agents/builtin_agents.h"
 #include "common/client.h"
 #include "protos/policy/v1/policy.grpc.pb.h"
 #include "protos/vmm/v1/vmm.grpc.pb.h"
@@ -39,7 +40,13 @@ namespace vmm = airlock::vmm::v1;
 
 namespace {
 
-constexpr char kRefIs[] = "a kit REF is an OCI image layout directory or a descriptor file";
+// RefIs says what a kit REF may be.
+std::string RefIs() {
+  return absl::StrCat(
+      "a kit REF is an OCI image layout directory or a descriptor file, or the name of a "
+      "built-in agent (",
+      absl::StrJoin(agents::BuiltinAgentNames(), ", "), ")");
+}
 
 // ---- Flags the local verbs share ----
 
@@ -98,29 +105,57 @@ bool ParseFlags(const PipelineFlags& f, Parsed* out, int* exit_code) {
 
 // ---- Loading and resolving ----
 
-// CheckRef says what a REF may be when nothing is there (the library's
-// own error would only say the file cannot be read).
-absl::Status CheckRef(const std::string& ref) { return KitRefPath(ref).status(); }
+// LocalRef is the ref the library reads for a REF given to a local verb:
+// the REF as given when a file or directory is there (so output names it
+// as the user did), "builtin:NAME" for a built-in agent; NOT_FOUND saying
+// what a REF may be when it is neither (the library's own error would only
+// say the file cannot be read).
+absl::StatusOr<std::string> LocalRef(const std::string& ref) {
+  absl::StatusOr<std::string> path = KitRefPath(ref);
+  if (!path.ok()) return path.status();
+  // A built-in agent; or a file whose name only looks like one, which the
+  // library must read as the path it is.
+  if (absl::StartsWith(*path, agents::kBuiltinRefPrefix) ||
+      absl::StartsWith(ref, agents::kBuiltinRefPrefix)) {
+    return *path;
+  }
+  return ref;
+}
+
+absl::StatusOr<std::vector<std::string>> LocalRefs(const std::vector<std::string>& refs) {
+  std::vector<std::string> out;
+  for (const std::string& ref : refs) {
+    absl::StatusOr<std::string> local = LocalRef(ref);
+    if (!local.ok()) return local.status();
+    out.push_back(*std::move(local));
+  }
+  return out;
+}
 
 // Resolve runs the pipeline over `refs` (ResolveKits), which keeps each
 // kit's published form for display.
 absl::StatusOr<kit::ResolvedKits> Resolve(const std::vector<std::string>& refs,
                                           const kit::ArgValues& args,
                                           const std::map<std::string, std::string>& env) {
-  for (const std::string& ref : refs) {
-    if (absl::Status s = CheckRef(ref); !s.ok()) return s;
-  }
-  return kit::ResolveKits(refs, args, env);
+  absl::StatusOr<std::vector<std::string>> local = LocalRefs(refs);
+  if (!local.ok()) return local.status();
+  return kit::ResolveKits(*local, args, env);
 }
 
 // Validate checks `refs` by the rules of their form (ValidateKits).
 absl::StatusOr<kit::Validation> Validate(const std::vector<std::string>& refs,
                                          const kit::ArgValues& args,
                                          const std::map<std::string, std::string>& env) {
-  for (const std::string& ref : refs) {
-    if (absl::Status s = CheckRef(ref); !s.ok()) return s;
-  }
-  return kit::ValidateKits(refs, args, env);
+  absl::StatusOr<std::vector<std::string>> local = LocalRefs(refs);
+  if (!local.ok()) return local.status();
+  return kit::ValidateKits(*local, args, env);
+}
+
+// KindOrigin says where a kit came from, after its kind.
+const char* KindOrigin(const kit::PublishedKit& v) {
+  if (v.from_oci_layout) return " (OCI image layout)";
+  if (absl::StartsWith(v.ref, agents::kBuiltinRefPrefix)) return " (built-in agent)";
+  return " (descriptor file)";
 }
 
 // ErrorLines splits a pipeline error into one line per problem, each
@@ -280,8 +315,7 @@ void PrintKit(std::ostream& out, const kit::PublishedKit& v, const kit::Resolved
   const kit::Descriptor& d = v.published;
   out << "Kit " << v.ref << "\n";
   if (!d.display_name.empty()) out << "  name:        " << d.display_name << "\n";
-  out << "  kind:        " << kit::KitKindName(d.kind)
-      << (v.from_oci_layout ? " (OCI image layout)" : " (descriptor file)") << "\n";
+  out << "  kind:        " << kit::KitKindName(d.kind) << KindOrigin(v) << "\n";
   std::vector<std::string> provides, needs, integrates, conflicts;
   for (const kit::Provide& p : d.provides) provides.push_back(p.text);
   for (const kit::Requirement& q : d.requirements) needs.push_back(q.text);
@@ -388,7 +422,8 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
   CLI::App* kitcmd = app.add_subcommand(
       "kit",
       "Sandbox Kits: check, show and compare them; upgrade a sandbox's kits and approve "
-      "what widens its grant (REF: an OCI image layout directory or a descriptor file)");
+      "what widens its grant (REF: an OCI image layout directory, a descriptor file or a "
+      "built-in agent such as claude)");
   kitcmd->require_subcommand(1);
 
   // validate
@@ -401,7 +436,9 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
       "validate",
       "Check kits by the rules of their form: a descriptor file as authored, an OCI layout as "
       "published; several REFs also as one composition (exit 1 when invalid)");
-  validate->add_option("refs", vf->refs, "REF...: OCI image layout directories or descriptor files")
+  validate
+      ->add_option("refs", vf->refs,
+                   "REF...: OCI image layout directories, descriptor files or built-in agents")
       ->required();
   AddPipelineFlags(validate, &vf->pipeline);
   validate->footer(
@@ -450,7 +487,9 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
       kitcmd->add_subcommand("inspect",
                              "Show kits and what they grant: args, capabilities (and which are not "
                              "enforced), skipped entries, and the grant surface of the whole");
-  inspect->add_option("refs", inf->refs, "REF...: OCI image layout directories or descriptor files")
+  inspect
+      ->add_option("refs", inf->refs,
+                   "REF...: OCI image layout directories, descriptor files or built-in agents")
       ->required();
   AddPipelineFlags(inspect, &inf->pipeline);
   inspect->footer(
@@ -496,10 +535,9 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
   diff->callback([=] {
     Parsed p;
     if (!ParseFlags(df->pipeline, &p, exit_code)) return;
-    for (const std::string* ref : {&df->old_ref, &df->new_ref}) {
-      if (absl::Status bad = CheckRef(*ref); !bad.ok()) return Fail(bad, exit_code);
-    }
-    auto diffed = kit::DiffKits({df->old_ref}, {df->new_ref}, p.args, p.env);
+    auto local = LocalRefs({df->old_ref, df->new_ref});
+    if (!local.ok()) return Fail(local.status(), exit_code);
+    auto diffed = kit::DiffKits({(*local)[0]}, {(*local)[1]}, p.args, p.env);
     if (!diffed.ok()) return Fail(diffed.status(), exit_code);
     const kit::SurfaceDiff& d = *diffed;
     if (df->pipeline.json) {
@@ -657,11 +695,17 @@ void AddKitCommand(CLI::App& app, int* exit_code) {
 }
 
 absl::StatusOr<std::string> KitRefPath(const std::string& ref) {
+  // An existing path always wins over a built-in agent of the same name.
   char real[PATH_MAX];
-  if (realpath(ref.c_str(), real) == nullptr) {
-    return absl::NotFoundError(absl::StrCat("kit ", ref, ": no such file or directory; ", kRefIs));
+  if (realpath(ref.c_str(), real) != nullptr) return std::string(real);
+  absl::string_view name = ref;
+  bool prefixed = absl::ConsumePrefix(&name, agents::kBuiltinRefPrefix);
+  if (agents::BuiltinAgentDescriptor(name)) return agents::BuiltinAgentRef(name);
+  if (prefixed) {
+    return absl::NotFoundError(
+        absl::StrCat("kit ", ref, ": no built-in agent \"", name, "\"; ", RefIs()));
   }
-  return std::string(real);
+  return absl::NotFoundError(absl::StrCat("kit ", ref, ": no such file or directory; ", RefIs()));
 }
 
 }  // namespace airlock::cli

@@ -262,6 +262,9 @@ absl::StatusOr<pb::KitPlan> BuildPlan(const kit::ResolvedKits& resolved, bool al
         if (!mib.ok()) return mib.status();
         plan.set_memory_mib(*mib);
       }
+    } else if (const auto* a = e->As<kit::AgentConfig>()) {
+      for (const auto& arg : a->command) plan.add_command(arg);
+      plan.set_image(a->image);
     } else if (e->type == kit::kPrivileged) {
       if (allow_privileged) {
         plan.set_privileged(true);

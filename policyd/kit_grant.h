@@ -1,8 +1,8 @@
 // What policyd makes of a resolved set of Kits: network-policy compiled
 // into the sandbox's rules per phase, the plan vmmd applies (credentials,
-// lifecycle, volumes, ports, resources, privileged), the surface in its
-// wire form, and the gate that records what a sandbox was granted and
-// holds an update that would widen it until someone approves.
+// lifecycle, volumes, ports, resources, privileged, the agent), the
+// surface in its wire form, and the gate that records what a sandbox was
+// granted and holds an update that would widen it until someone approves.
 #ifndef AIRLOCK_POLICYD_KIT_GRANT_H_
 #define AIRLOCK_POLICYD_KIT_GRANT_H_
 

@@ -166,6 +166,41 @@ TEST(BuildPlanTest, CarriesWhatVmmdApplies) {
   EXPECT_FALSE(plan->privileged());
 }
 
+TEST(BuildPlanTest, CarriesTheWorkloadsAgent) {
+  auto resolved = kit::ResolveKits({"builtin:claude"}, {{"version", "2.0.0"}});
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  std::vector<std::string> skipped;
+  auto plan = BuildPlan(*resolved, false, &skipped);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(std::vector<std::string>(plan->command().begin(), plan->command().end()),
+            (std::vector<std::string>{"claude", "--dangerously-skip-permissions"}));
+  EXPECT_EQ(plan->image(), "agent");
+  ASSERT_EQ(plan->install_size(), 1);
+  EXPECT_NE(plan->install(0).command(2).find("v='2.0.0'"), std::string::npos);
+  EXPECT_TRUE(skipped.empty()) << absl::StrJoin(skipped, "\n");
+
+  // Args expand into the command; a workload without an agent has none.
+  std::string dir = std::string(getenv("TEST_TMPDIR")) + "/agent";
+  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  std::ofstream(dir + "/quill.yaml")
+      << "schemaVersion: \"3\"\nkind: workload\nargs: {model: {default: swift}}\n"
+      << "capabilities:\n  - type: dev.airlock/agent@1\n"
+      << "    config: {command: [quill, --model, '${{ kit.args.model }}']}\n";
+  auto quill = kit::ResolveKits({dir + "/quill.yaml"}, {{"model", "swift-2"}});
+  ASSERT_TRUE(quill.ok()) << quill.status();
+  auto quill_plan = BuildPlan(*quill, false, &skipped);
+  ASSERT_TRUE(quill_plan.ok()) << quill_plan.status();
+  EXPECT_EQ(absl::StrJoin(quill_plan->command(), " "), "quill --model swift-2");
+  EXPECT_EQ(quill_plan->image(), "");
+
+  auto none = kit::ResolveKits({Kit("agent.yaml"), Kit("gh.yaml")}, {});
+  ASSERT_TRUE(none.ok()) << none.status();
+  auto none_plan = BuildPlan(*none, false, &skipped);
+  ASSERT_TRUE(none_plan.ok()) << none_plan.status();
+  EXPECT_EQ(none_plan->command_size(), 0);
+  EXPECT_EQ(none_plan->image(), "");
+}
+
 TEST(BuildPlanTest, PrivilegedNeedsConsent) {
   std::string dir = std::string(getenv("TEST_TMPDIR")) + "/priv";
   ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
@@ -369,6 +404,39 @@ TEST_F(KitGateTest, AnArgThatWidensIsHeldLikeANewVersion) {
   EXPECT_FALSE(moved->hold_id().empty());
   ASSERT_EQ(moved->widenings_size(), 1);
   EXPECT_NE(moved->widenings(0).find("9090/tcp"), std::string::npos) << moved->widenings(0);
+}
+
+// A built-in agent's ref reaches the gate as "builtin:NAME", with no file
+// on the host; a new version of it changes what is installed, which
+// grants nothing new.
+TEST_F(KitGateTest, ABuiltinAgentRefResolvesAndGates) {
+  pb::ResolveRequest req;
+  req.set_sandbox("s1");
+  req.set_create(true);
+  req.add_kits()->set_ref("builtin:claude");
+  auto r = gate_->Resolve(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->plan().order(0), "builtin:claude");
+  EXPECT_EQ(r->plan().command(0), "claude");
+  EXPECT_EQ(r->plan().image(), "agent");
+  EXPECT_TRUE(r->not_enforced().empty());
+  EXPECT_EQ(KitRules(store_.get(), "s1"),
+            std::vector<std::string>{"allow registry.npmjs.org:443   kit:install"});
+
+  req.set_create(false);
+  (*req.mutable_args())["version"] = "2.0.0";
+  auto update = gate_->Resolve(req);
+  ASSERT_TRUE(update.ok()) << update.status();
+  EXPECT_TRUE(update->hold_id().empty());
+  EXPECT_TRUE(update->widenings().empty()) << absl::StrJoin(update->widenings(), "\n");
+  EXPECT_NE(update->plan().install(0).command(2).find("v='2.0.0'"), std::string::npos);
+
+  req.clear_kits();
+  req.add_kits()->set_ref("builtin:nope");
+  auto unknown = gate_->Resolve(req);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("no built-in agent \"nope\""), std::string::npos)
+      << unknown.status();
 }
 
 TEST(BuildPlanTest, GuestPathsSizesAndFileLimits) {

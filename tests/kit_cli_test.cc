@@ -1,5 +1,6 @@
 // `airlock kit validate|inspect|diff` run as the built CLI on the kit
-// fixtures (common/kit/testdata) and on modified copies in a temp dir:
+// fixtures (common/kit/testdata), on the built-in agent kits by name, and
+// on modified copies in a temp dir:
 // valid and malformed descriptors, the text and JSON views, the widening
 // diff and --exit-code, and the usage and reference errors. These verbs
 // are local: no daemon is started and no VM is booted.
@@ -483,6 +484,66 @@ TEST_F(KitCliTest, AMissingRefSaysWhatARefIs) {
   auto dir = Airlock({"kit", "validate", dir_.path()});
   EXPECT_EQ(dir.exit_code, 1);
   EXPECT_TRUE(Contains(dir.err, "not an OCI image layout")) << dir.err;
+}
+
+// ---- built-in agents ----
+
+TEST_F(KitCliTest, ABuiltinAgentNameIsARef) {
+  auto inspect = Airlock({"kit", "inspect", "claude"});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  for (const char* want : {
+           "Kit builtin:claude\n",
+           "  name:        Claude Code\n",
+           "  kind:        workload (built-in agent)\n",
+           "  provides:    claude@",
+           "build arg CLAUDE_VERSION",
+           "    dev.airlock/agent@1\n",
+           "      registry.npmjs.org:443\n",
+           "      api.anthropic.com:443\n",
+           "anthropic (env ANTHROPIC_API_KEY; injected for api.anthropic.com)",
+       }) {
+    EXPECT_TRUE(Contains(inspect.out, want)) << "want: " << want << "\n" << inspect.out;
+  }
+  EXPECT_FALSE(Contains(inspect.out, "not enforced")) << inspect.out;
+
+  auto json = Airlock({"kit", "inspect", "--json", "claude", "--kit-arg", "version=2.0.0"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["kits"][0]["ref"], "builtin:claude");
+  EXPECT_EQ(j["descriptor"]["provides"], nlohmann::json{"claude@2.0.0"});
+  EXPECT_TRUE(j["not_enforced"].empty()) << json.out;
+
+  auto validate = Airlock({"kit", "validate", "codex", "builtin:qwen"});
+  EXPECT_EQ(validate.exit_code, 1);  // two workloads do not compose
+  EXPECT_TRUE(Contains(validate.err, "builtin:codex and builtin:qwen are both workload kits"))
+      << validate.err;
+  for (const char* name : {"claude", "codex", "copilot", "gemini", "opencode", "qwen"}) {
+    auto one = Airlock({"kit", "validate", name});
+    EXPECT_EQ(one.exit_code, 0) << one.err;
+    EXPECT_EQ(one.out, std::string("builtin:") + name + ": valid workload kit\n");
+    EXPECT_EQ(one.err, "");
+  }
+
+  auto diff = Airlock({"kit", "diff", "claude", "builtin:codex"});
+  EXPECT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_TRUE(Contains(diff.out, "+ runtime: new allow api.openai.com:443")) << diff.out;
+
+  auto unknown = Airlock({"kit", "inspect", "builtin:nope"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_TRUE(Contains(unknown.err, "kit builtin:nope: no built-in agent \"nope\"")) << unknown.err;
+  EXPECT_TRUE(Contains(unknown.err, "claude, codex, copilot, gemini, opencode, qwen"))
+      << unknown.err;
+}
+
+TEST_F(KitCliTest, AnExistingPathWinsOverABuiltinAgent) {
+  std::string forge = ReadFileToString(Fixture("forge.yaml"));
+  ASSERT_NE(Write("claude", forge), "");
+  auto r = RunCommand({"/bin/sh", "-c",
+                       "cd '" + dir_.path() + "' && exec '" + testing::BinaryPath("cli/airlock") +
+                           "' kit validate claude"},
+                      env_, "", 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "claude: valid mixin kit\n");
 }
 
 TEST_F(KitCliTest, EveryVerbHasHelp) {

@@ -599,6 +599,28 @@ ResourcesConfig DecodeResources(const Value& config, const FieldPath& path, Prob
   return c;
 }
 
+// ---- dev.airlock/agent@1 ----
+
+AgentConfig DecodeAgent(const Value& config, const FieldPath& path, Problems* problems,
+                        bool deferred_ok) {
+  AgentConfig c;
+  Fields f(config, path, problems, deferred_ok);
+  if (f.StringList("command", &c.command)) {
+    if (c.command.empty())
+      problems->Error(f.At("command"), "command must not be empty: it is the agent's argv");
+    for (size_t i = 0; i < c.command.size(); ++i) {
+      if (c.command[i].empty()) {
+        problems->Error(f.At("command").Index(i), "command arguments must not be empty");
+      }
+    }
+  } else if (f.is_map() && !f.Has("command")) {
+    problems->Error(path.Key("command"), "command is required");
+  }
+  f.String("image", &c.image);
+  f.Done();
+  return c;
+}
+
 // DecodeTypedConfig decodes the config of a typed type. Absent and null
 // configs read as an empty mapping: each type then says what it misses.
 TypedConfig DecodeTypedConfig(const CapabilityEntry& e, const FieldPath& path, Problems* problems) {
@@ -614,6 +636,7 @@ TypedConfig DecodeTypedConfig(const CapabilityEntry& e, const FieldPath& path, P
   if (e.type == kVolume) return DecodeVolume(config, path, problems, deferred_ok);
   if (e.type == kPort) return DecodePort(config, path, problems, deferred_ok);
   if (e.type == kResources) return DecodeResources(config, path, problems, deferred_ok);
+  if (e.type == kAirlockAgent) return DecodeAgent(config, path, problems, deferred_ok);
   return std::monostate();
 }
 
@@ -763,7 +786,8 @@ bool CheckArity(const std::vector<Located>& block, Problems* problems) {
 }
 
 // CheckWorkloadOnly refuses on a mixin what only the workload may state:
-// sbx@1 and long-running@1, and the legacy agent-context profile (a
+// sbx@1, long-running@1 and dev.airlock/agent@1 (the workload is the
+// agent a sandbox runs), and the legacy agent-context profile (a
 // `filename` without a `directory`), which names the one profile beside
 // the workspace. A mixin states a profile with an explicit directory, or
 // contributes a body alone. Judged on presence, so a reference in the
@@ -773,7 +797,7 @@ void CheckWorkloadOnly(const std::vector<Located>& block, const CapabilityRules&
   if (!rules.mixin) return;
   for (const Located& l : block) {
     const CapabilityEntry& e = *l.entry;
-    if (e.type == kSbx || e.type == kLongRunning) {
+    if (e.type == kSbx || e.type == kLongRunning || e.type == kAirlockAgent) {
       problems->Error(l.path.Key("type"),
                       absl::StrCat(e.type, " is workload-only; a mixin cannot declare it"));
     }
@@ -1018,15 +1042,25 @@ bool IsWellKnownType(absl::string_view type) {
                                       kAgentSkill,
                                       kAcp,
                                       kSshAgent,
-                                      kUsbDevice};
+                                      kUsbDevice,
+                                      kAirlockAgent};
   return kTypes->count(type) > 0;
 }
 
 bool IsSingletonType(absl::string_view type) {
-  static const std::set<absl::string_view>* kTypes = new std::set<absl::string_view>{
-      kNetworkPolicyV1, kNetworkPolicyV2,          kResources, kPrivileged, kKitRegistry,
-      kAgentSessions,   kAgentInteractiveSessions, kLifecycle, kSbx,        kLongRunning,
-      kGitIdentity};
+  static const std::set<absl::string_view>* kTypes =
+      new std::set<absl::string_view>{kNetworkPolicyV1,
+                                      kNetworkPolicyV2,
+                                      kResources,
+                                      kPrivileged,
+                                      kKitRegistry,
+                                      kAgentSessions,
+                                      kAgentInteractiveSessions,
+                                      kLifecycle,
+                                      kSbx,
+                                      kLongRunning,
+                                      kGitIdentity,
+                                      kAirlockAgent};
   return kTypes->count(type) > 0;
 }
 
@@ -1039,7 +1073,7 @@ const std::vector<std::string>& TypedCapabilityTypes() {
   static const auto* kTypes = new std::vector<std::string>{
       std::string(kNetworkPolicyV1), std::string(kNetworkPolicyV2), std::string(kCredential),
       std::string(kLifecycle),       std::string(kVolume),          std::string(kPort),
-      std::string(kResources),       std::string(kPrivileged)};
+      std::string(kResources),       std::string(kPrivileged),      std::string(kAirlockAgent)};
   return *kTypes;
 }
 

@@ -1,8 +1,9 @@
 // Capability entries: the typed, versioned requests a Kit makes of the
 // host. This file holds the entry and group model, the typed configs of
 // the types Airlock enforces (network-policy@1/@2, credential@1,
-// lifecycle@1, volume@1, port@1, resources@1, privileged@1), and the
-// per-entry and per-block rules of the spec's validateCapabilityBlock.
+// lifecycle@1, volume@1, port@1, resources@1, privileged@1, and Airlock's
+// own dev.airlock/agent@1), and the per-entry and per-block rules of the
+// spec's validateCapabilityBlock.
 #ifndef AIRLOCK_COMMON_KIT_CAPABILITIES_H_
 #define AIRLOCK_COMMON_KIT_CAPABILITIES_H_
 
@@ -41,14 +42,20 @@ inline constexpr absl::string_view kAcp = "com.docker.sandbox/acp@1";
 inline constexpr absl::string_view kSshAgent = "com.docker.sandbox/ssh-agent@1";
 inline constexpr absl::string_view kUsbDevice = "com.docker.sandbox/usb-device@1";
 
+// Airlock's own types (outside the spec's namespace). agent@1 names the
+// agent a workload runs: its default argv and the image it is installed
+// into. Workload-only, at most one per Kit; it grants nothing.
+inline constexpr absl::string_view kAirlockAgent = "dev.airlock/agent@1";
+
 // IsCapabilityType checks `<namespace>/<name>@<version>`: a dotted
 // lowercase namespace, a hyphenated lowercase name, an integer version
 // >= 1 without leading zero. No comma can appear, which keeps the
 // capabilities annotation splittable.
 bool IsCapabilityType(absl::string_view type);
 
-// IsWellKnownType reports a type this spec revision defines; its config
-// is decoded strictly. Any other type's config rides opaquely.
+// IsWellKnownType reports a type this spec revision defines, or one of
+// Airlock's own (kAirlockAgent); its config is decoded strictly. Any other
+// type's config rides opaquely.
 bool IsWellKnownType(absl::string_view type);
 
 // IsSingletonType reports a type a declaration block may state once.
@@ -186,10 +193,19 @@ struct ResourcesConfig {
   std::string gpu;
 };
 
+// AgentConfig is dev.airlock/agent@1: the agent a workload runs.
+struct AgentConfig {
+  // The agent's default argv: at least one argument, none empty.
+  std::vector<std::string> command;
+  // The stored image the agent is installed into; "" when not stated.
+  std::string image;
+};
+
 // TypedConfig holds the decoded config of a typed capability type.
 // privileged@1 is config-less and needs no alternative.
-using TypedConfig = std::variant<std::monostate, NetworkPolicyConfig, CredentialConfig,
-                                 LifecycleConfig, VolumeConfig, PortConfig, ResourcesConfig>;
+using TypedConfig =
+    std::variant<std::monostate, NetworkPolicyConfig, CredentialConfig, LifecycleConfig,
+                 VolumeConfig, PortConfig, ResourcesConfig, AgentConfig>;
 
 // CapabilitySource is diagnostic provenance, never a trust input.
 struct CapabilitySource {
@@ -231,8 +247,9 @@ using CapabilityItem = std::variant<CapabilityEntry, CapabilityGroup>;
 
 // CapabilityRules says how strictly a capability list is judged.
 struct CapabilityRules {
-  // sbx@1, long-running@1 and the legacy agent-context profile (a
-  // filename without a directory) are workload-only.
+  // sbx@1, long-running@1, dev.airlock/agent@1 and the legacy
+  // agent-context profile (a filename without a directory) are
+  // workload-only.
   bool mixin = false;
   // Cross-entry checks (inject within allow) run only on a whole, literal
   // block: not in declarations-only mode, and never while groups remain.

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -277,9 +278,12 @@ class LifecycleMerge {
 
 class CapabilityMerge {
  public:
-  explicit CapabilityMerge(Problems* problems) : problems_(problems) {}
+  // `workload` is the ref of the composition's one workload.
+  CapabilityMerge(Problems* problems, std::string workload)
+      : problems_(problems), workload_(std::move(workload)) {}
 
   void Add(const CapabilityEntry& e, const std::string& owner) {
+    if (e.type == kAirlockAgent) return WorkloadOnly(e, owner);
     if (const auto* n = e.As<NetworkPolicyConfig>()) return network_.Add(e, *n, owner);
     if (const auto* l = e.As<LifecycleConfig>()) return lifecycle_.Add(e, *l, owner, problems_);
     if (e.type == kResources || e.type == kAgentSessions || e.type == kAgentInteractiveSessions) {
@@ -340,7 +344,8 @@ class CapabilityMerge {
     Value list = Value::List();
     if (auto v = network_.Result()) list.items.push_back(*v);
     for (const Merged& m : instances_) list.items.push_back(m.ToValue());
-    for (absl::string_view type : {kResources, kAgentSessions, kAgentInteractiveSessions}) {
+    for (absl::string_view type :
+         {kAirlockAgent, kResources, kAgentSessions, kAgentInteractiveSessions}) {
       auto it = whole_.find(std::string(type));
       if (it != whole_.end()) list.items.push_back(it->second.ToValue());
     }
@@ -350,6 +355,19 @@ class CapabilityMerge {
   }
 
  private:
+  // WorkloadOnly keeps the workload's entry: the agent is what the
+  // workload runs. Decoding already refuses one on a mixin; this holds the
+  // rule for descriptors that did not come through it.
+  void WorkloadOnly(const CapabilityEntry& e, const std::string& owner) {
+    if (owner != workload_) {
+      problems_->Error(FieldPath(),
+                       absl::StrCat("merge: ", owner, " declares ", e.type,
+                                    ", which only the workload (", workload_, ") may declare"));
+      return;
+    }
+    WholeSandbox(e, owner);
+  }
+
   // WholeSandbox: one author; an identical restatement is accepted.
   void WholeSandbox(const CapabilityEntry& e, const std::string& owner) {
     auto it = whole_.find(e.type);
@@ -402,6 +420,7 @@ class CapabilityMerge {
   }
 
   Problems* problems_;
+  std::string workload_;
   NetworkMerge network_;
   LifecycleMerge lifecycle_;
   std::vector<Merged> instances_;
@@ -570,8 +589,11 @@ class UniqueStrings {
 Value MergedDocument(const std::vector<Member>& members, const std::vector<size_t>& order,
                      const Graph& g, Problems* problems) {
   const Descriptor* base = nullptr;
+  std::string base_ref;
   for (const Member& m : members) {
-    if (m.workload) base = &m.input->descriptor;
+    if (!m.workload) continue;
+    base = &m.input->descriptor;
+    base_ref = m.input->ref;
   }
   Value doc = Value::Map();
   doc.Set("schemaVersion", Value::String("3"));
@@ -587,7 +609,7 @@ Value MergedDocument(const std::vector<Member>& members, const std::vector<size_
   }
   std::set<std::string> licenses;
   UniqueStrings provides, requirements, integrates, conflicts;
-  CapabilityMerge capabilities(problems);
+  CapabilityMerge capabilities(problems, base_ref);
   for (size_t i : order) {
     const Member& m = members[i];
     const Descriptor& d = m.input->descriptor;

@@ -49,6 +49,7 @@ struct Composition {
 //                         author per file path and per interactive tail.
 //   resources@1, agent-sessions@1, agent-interactive-sessions@1
 //                         one author; an identical restatement collapses.
+//   dev.airlock/agent@1   the workload's; a mixin cannot declare one.
 //   acp@1                 one config per agent.
 //   agent-context@1       every contribution kept.
 //   anything else         keyed on type and config: identical requests

@@ -17,9 +17,10 @@ constexpr char kHeader[] = "schemaVersion: \"3\"\n";
 
 std::set<std::string> HostTypes() {
   std::set<std::string> types;
-  for (absl::string_view t : {kNetworkPolicyV1, kNetworkPolicyV2, kCredential, kLifecycle, kVolume,
-                              kHostMount, kPort, kResources, kPrivileged, kSbx, kAgentSessions,
-                              kAgentInteractiveSessions, kAgentContext, kAgentSkills, kAcp}) {
+  for (absl::string_view t :
+       {kNetworkPolicyV1, kNetworkPolicyV2, kCredential, kLifecycle, kVolume, kHostMount, kPort,
+        kResources, kPrivileged, kSbx, kAgentSessions, kAgentInteractiveSessions, kAgentContext,
+        kAgentSkills, kAcp, kAirlockAgent}) {
     types.insert(std::string(t));
   }
   types.insert("com.example/thing@1");
@@ -317,6 +318,32 @@ TEST(MergeTest, WholeSandboxTypesHaveOneAuthor) {
                                         " config: {cpu: 4}}]\n")}),
               "merge: base and m both declare com.docker.sandbox/resources@1, which describes the "
               "whole sandbox, so it has one author");
+}
+
+TEST(MergeTest, TheAgentIsTheWorkloads) {
+  const std::string agent =
+      "capabilities: [{type: dev.airlock/agent@1, config: {command: [quill, --yolo], image: "
+      "agent}}]\n";
+  // The mixin provides what the workload requires, so it comes first; the
+  // agent is still the workload's.
+  absl::StatusOr<Composition> c = Compose({Base("requires: [helper]\n" + agent),
+                                           Mixin("m",
+                                                 "version: '1.0'\nprovides: [helper]\n"
+                                                 "capabilities: [{type: com.example/thing@1}]\n")});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->order, (std::vector<std::string>{"m", "base"}));
+  ASSERT_EQ(OfType(c->merged, kAirlockAgent).size(), 1u);
+  const AgentConfig* merged = OfType(c->merged, kAirlockAgent)[0]->As<AgentConfig>();
+  ASSERT_NE(merged, nullptr);
+  EXPECT_EQ(merged->command, (std::vector<std::string>{"quill", "--yolo"}));
+  EXPECT_EQ(merged->image, "agent");
+
+  // Decoding refuses an agent on a mixin; composition holds the rule for a
+  // descriptor that did not come through it.
+  KitInput forged = Effective("m", absl::StrCat(kHeader, "kind: workload\n", agent));
+  forged.descriptor.kind = KitKind::kMixin;
+  ExpectError(Compose({Base(), forged}),
+              "merge: m declares dev.airlock/agent@1, which only the workload (base) may declare");
 }
 
 TEST(MergeTest, Lifecycle) {

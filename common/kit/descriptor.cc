@@ -218,10 +218,20 @@ class TopLevelDecoder {
   void Relations() {
     for (auto& [text, at] : Texts("provides")) {
       if (HasArgRef(text)) {
-        // Expanded at publish; judged then.
+        // Expanded at publish, so only a build-phase arg can fill it; the
+        // value is judged then.
         if (form_ != Form::kAuthored) {
           problems_->Error(
               at, absl::StrCat("provides entry ", Quote(text), " must be literal once published"));
+        }
+        for (const Reference& r : FindArgRefs(text)) {
+          auto arg = d_->args.find(r.name);
+          if (form_ == Form::kAuthored && arg != d_->args.end() && !arg->second.build_phase()) {
+            problems_->Error(at,
+                             absl::StrCat("provides entry ", Quote(text), " names ", Quote(r.name),
+                                          ", which resolves at create, but provides are "
+                                          "expanded at publish; give the arg a buildArg"));
+          }
         }
         d_->provides.push_back(Provide{text, "", ""});
         continue;

@@ -1,5 +1,6 @@
 #include "common/kit/descriptor.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -339,6 +340,11 @@ TEST(RelationsTest, Rules) {
   ExpectCases({
       {"provides", rel("provides", "gh@2.1.0, com.example/tool, 'libstdc++6'"), ""},
       {"provides arg ref", rel("provides", "'gh@${{ kit.args.v }}'"), ""},
+      {"provides create-phase arg ref",
+       absl::StrCat(kHeader, "kind: mixin\nargs: {c: {default: '1.0'}}\n",
+                    "provides: ['gh@${{ kit.args.c }}']\n"),
+       "provides[0]: provides entry \"gh@${{ kit.args.c }}\" names \"c\", which resolves at "
+       "create, but provides are expanded at publish; give the arg a buildArg"},
       {"provides bad version", rel("provides", "gh@v2"),
        "provides[0]: provides entry \"gh@v2\": version \"v2\" is not a version"},
       {"provides single-label namespace", rel("provides", "example/gh"),
@@ -837,6 +843,71 @@ TEST(LifecycleTest, Rules) {
   const LifecycleConfig* lc = std::get<CapabilityEntry>(d->capabilities[0]).As<LifecycleConfig>();
   ASSERT_NE(lc, nullptr);
   EXPECT_EQ(lc->install[0].command, (std::vector<std::string>{"sh", "-c", "echo hi"}));
+}
+
+std::string Agent(const std::string& config) {
+  return Kit("workload", "{type: dev.airlock/agent@1, config: " + config + "}");
+}
+
+TEST(AirlockAgentTest, Rules) {
+  const std::string agent = "{type: dev.airlock/agent@1, config: {command: [agent]}}";
+  ExpectCases({
+      {"command and image", Agent("{command: [claude, --yolo], image: agent}"), ""},
+      {"command only", Agent("{command: [claude]}"), ""},
+      {"empty image reads as omitted", Agent("{command: [claude], image: ''}"), ""},
+      {"command missing", Agent("{image: agent}"),
+       "capabilities[0].config.command: command is required"},
+      {"no config", Kit("workload", "{type: dev.airlock/agent@1}"),
+       "capabilities[0].config.command: command is required"},
+      {"command empty", Agent("{command: []}"),
+       "capabilities[0].config.command: command must not be empty: it is the agent's argv"},
+      {"empty argument", Agent("{command: [claude, '']}"),
+       "capabilities[0].config.command[1]: command arguments must not be empty"},
+      {"command a string", Agent("{command: claude}"),
+       "capabilities[0].config.command: must be a list, got a string"},
+      {"command null", Agent("{command: null}"), "capabilities[0].config.command: is null"},
+      {"nested argument", Agent("{command: [[claude]]}"),
+       "capabilities[0].config.command[0]: must be a string, got a list"},
+      {"image a list", Agent("{command: [claude], image: [a]}"),
+       "capabilities[0].config.image: must be a string, got a list"},
+      {"unknown field", Agent("{command: [claude], env: [A]}"),
+       "capabilities[0].config.env: unknown field"},
+      {"on a mixin", Mixin(agent),
+       "capabilities[0].type: dev.airlock/agent@1 is workload-only; a mixin cannot declare it"},
+      {"twice", Kit("workload", agent + ", {type: dev.airlock/agent@1, config: {command: [b]}}"),
+       "capabilities[1]: dev.airlock/agent@1 already declared at capabilities[0]"},
+      {"parameterized",
+       absl::StrCat(kHeader, "kind: workload\nargs: {model: {default: m}}\ncapabilities: [",
+                    "{type: dev.airlock/agent@1, config: {command: [agent, --model, ",
+                    "'${{ kit.args.model }}'], image: '${{ kit.args.model }}'}}]\n"),
+       ""},
+      {"parameterized still strict",
+       absl::StrCat(kHeader, "kind: workload\nargs: {model: {default: m}}\ncapabilities: [",
+                    "{type: dev.airlock/agent@1, config: {command: ['${{ kit.args.model }}'], ",
+                    "cwd: /}}]\n"),
+       "capabilities[0].config.cwd: unknown field"},
+  });
+  absl::StatusOr<Descriptor> d =
+      ParseDescriptor(Agent("{command: [claude, --yolo], image: agent}"));
+  ASSERT_TRUE(d.ok()) << d.status();
+  const auto& entry = std::get<CapabilityEntry>(d->capabilities[0]);
+  const AgentConfig* a = entry.As<AgentConfig>();
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->command, (std::vector<std::string>{"claude", "--yolo"}));
+  EXPECT_EQ(a->image, "agent");
+  EXPECT_TRUE(IsWellKnownType(kAirlockAgent));
+  EXPECT_TRUE(IsSingletonType(kAirlockAgent));
+  const std::vector<std::string>& typed = TypedCapabilityTypes();
+  EXPECT_NE(std::find(typed.begin(), typed.end(), kAirlockAgent), typed.end());
+
+  // A reference keeps the entry untyped until the effective form.
+  absl::StatusOr<Descriptor> p = ParseDescriptor(
+      absl::StrCat(kHeader, "kind: workload\nargs: {m: {default: x}}\ncapabilities: [",
+                   "{type: dev.airlock/agent@1, config: {command: ['${{ kit.args.m }}']}}]\n"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  const auto& parameterized = std::get<CapabilityEntry>(p->capabilities[0]);
+  EXPECT_TRUE(parameterized.parameterized);
+  EXPECT_EQ(parameterized.As<AgentConfig>(), nullptr);
 }
 
 TEST(VolumePortResourcesTest, Rules) {

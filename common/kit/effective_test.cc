@@ -21,9 +21,10 @@ Descriptor Published(const std::string& yaml) {
 
 std::set<std::string> AllTypesBut(std::initializer_list<absl::string_view> missing) {
   std::set<std::string> types;
-  for (absl::string_view t : {kNetworkPolicyV1, kNetworkPolicyV2, kCredential, kLifecycle, kVolume,
-                              kHostMount, kPort, kResources, kPrivileged, kSbx, kAgentSessions,
-                              kAgentInteractiveSessions, kAgentContext, kAgentSkills, kAcp}) {
+  for (absl::string_view t :
+       {kNetworkPolicyV1, kNetworkPolicyV2, kCredential, kLifecycle, kVolume, kHostMount, kPort,
+        kResources, kPrivileged, kSbx, kAgentSessions, kAgentInteractiveSessions, kAgentContext,
+        kAgentSkills, kAcp, kAirlockAgent}) {
     types.insert(std::string(t));
   }
   types.insert("com.example/thing@1");
@@ -250,6 +251,33 @@ TEST(ArgExpansionTest, Refusals) {
   ExpectError(make("kind: mixin\nargs: {p: {default: '80x'}}\ncapabilities: [{type: "
                    "com.docker.sandbox/port@1, config: {container: '${{ kit.args.p }}'}}]\n"),
               "capabilities[0].config.container: must be an integer, got a string");
+}
+
+// The agent's command is typed once its references are expanded: a
+// whole-value reference that reads as a number is still an argument, and
+// an argument expanded to nothing is refused.
+TEST(ArgExpansionTest, AgentCommandIsTypedInTheEffectiveForm) {
+  Descriptor d = Published(absl::StrCat(
+      kHeader,
+      "kind: workload\nargs: {model: {default: swift}, level: {default: '3'}, image: {default: "
+      "agent}}\ncapabilities:\n"
+      "  - type: dev.airlock/agent@1\n"
+      "    config: {command: [quill, '--model=${{ kit.args.model }}', --level,"
+      " '${{ kit.args.level }}'], image: '${{ kit.args.image }}'}\n"));
+  ASSERT_TRUE(Entry(d, 0).parameterized);
+  CreateRequest request;
+  request.args = {{"model", "swift-2"}};
+  request.host_types = AllTypesBut({});
+  absl::StatusOr<EffectiveKit> kit = MakeEffective(d, request);
+  ASSERT_TRUE(kit.ok()) << kit.status();
+  const AgentConfig* agent = Entry(kit->descriptor, 0).As<AgentConfig>();
+  ASSERT_NE(agent, nullptr);
+  EXPECT_EQ(agent->command, (std::vector<std::string>{"quill", "--model=swift-2", "--level", "3"}));
+  EXPECT_EQ(agent->image, "agent");
+
+  request.args = {{"model", "swift-2"}, {"level", ""}};
+  ExpectError(MakeEffective(d, request).status(),
+              "capabilities[0].config.command[3]: command arguments must not be empty");
 }
 
 // ---- Environment expansion ----

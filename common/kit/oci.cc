@@ -7,11 +7,14 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/agents/builtin_agents.h"
 #include "nlohmann/json.hpp"
 
 namespace airlock::kit {
@@ -230,6 +233,29 @@ class Layout {
   std::string dir_;
 };
 
+// ParseAuthored reads the descriptor `text` of `path` as authored.
+absl::StatusOr<LoadedKit> ParseAuthored(absl::string_view text, const std::string& path) {
+  absl::StatusOr<Descriptor> d = ParseDescriptor(text, Form::kAuthored);
+  if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", d.status().message()));
+  LoadedKit kit;
+  kit.descriptor = *std::move(d);
+  kit.path = path;
+  return kit;
+}
+
+// LoadBuiltin reads "builtin:NAME" from the agent kits compiled in
+// (common/agents), as authored, like a descriptor file.
+absl::StatusOr<LoadedKit> LoadBuiltin(const std::string& ref) {
+  absl::string_view name = absl::string_view(ref).substr(agents::kBuiltinRefPrefix.size());
+  std::optional<absl::string_view> text = agents::BuiltinAgentDescriptor(name);
+  if (!text) {
+    return absl::NotFoundError(absl::StrCat("kit reference ", ref, ": no built-in agent \"", name,
+                                            "\"; the built-in agents are ",
+                                            absl::StrJoin(agents::BuiltinAgentNames(), ", ")));
+  }
+  return ParseAuthored(*text, ref);
+}
+
 }  // namespace
 
 std::string Sha256Digest(absl::string_view data) {
@@ -242,6 +268,7 @@ std::string Sha256Digest(absl::string_view data) {
 }
 
 absl::StatusOr<LoadedKit> LoadKitRef(const std::string& path) {
+  if (absl::StartsWith(path, agents::kBuiltinRefPrefix)) return LoadBuiltin(path);
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat("kit reference ", path, ": ", strerror(errno)));
@@ -259,12 +286,7 @@ absl::StatusOr<LoadedKit> LoadKitRef(const std::string& path) {
   }
   absl::StatusOr<std::string> text = ReadFile(path, kMaxDescriptorBytes);
   if (!text.ok()) return text.status();
-  absl::StatusOr<Descriptor> d = ParseDescriptor(*text, Form::kAuthored);
-  if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", d.status().message()));
-  LoadedKit kit;
-  kit.descriptor = *std::move(d);
-  kit.path = path;
-  return kit;
+  return ParseAuthored(*text, path);
 }
 
 }  // namespace airlock::kit

@@ -1,7 +1,7 @@
 // Loading a Kit named by a local reference: a descriptor file (the
-// authored YAML, or JSON) or an OCI image layout directory, where the Kit
+// authored YAML, or JSON), an OCI image layout directory, where the Kit
 // is an ordinary image whose manifest (or image index) carries the
-// published descriptor as an annotation.
+// published descriptor as an annotation, or a built-in agent kit.
 #ifndef AIRLOCK_COMMON_KIT_OCI_H_
 #define AIRLOCK_COMMON_KIT_OCI_H_
 
@@ -29,6 +29,11 @@ struct LoadedKit {
 };
 
 // LoadKitRef reads a Kit from `path`.
+//
+// "builtin:NAME" is the built-in agent kit NAME (common/agents), parsed
+// as authored like a descriptor file, with `path` the ref itself; an
+// unknown NAME is NOT_FOUND listing the built-in agents. The prefix is
+// checked before the file system, so no file can stand in for one.
 //
 // A regular file is a descriptor as authored (YAML, or JSON, which is
 // YAML) and is parsed as such. A directory is an OCI image layout: its

@@ -112,6 +112,28 @@ TEST(LoadKitRefTest, DescriptorFiles) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(LoadKitRefTest, BuiltinAgents) {
+  absl::StatusOr<LoadedKit> claude = LoadKitRef("builtin:claude");
+  ASSERT_TRUE(claude.ok()) << claude.status();
+  EXPECT_EQ(claude->path, "builtin:claude");
+  EXPECT_FALSE(claude->from_oci_layout);
+  EXPECT_EQ(claude->descriptor.form, Form::kAuthored);
+  EXPECT_EQ(claude->descriptor.kind, KitKind::kWorkload);
+  EXPECT_EQ(claude->descriptor.display_name, "Claude Code");
+
+  absl::StatusOr<LoadedKit> unknown = LoadKitRef("builtin:nope");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  ExpectError(unknown,
+              "kit reference builtin:nope: no built-in agent \"nope\"; the built-in "
+              "agents are claude, codex, copilot, gemini, opencode, qwen");
+  // shell is vmmd's, not a kit.
+  EXPECT_EQ(LoadKitRef("builtin:shell").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadKitRef("builtin:").status().code(), absl::StatusCode::kNotFound);
+  // A bare name is a path like any other.
+  EXPECT_EQ(LoadKitRef("claude").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(LoadKitRefTest, CheckedInLayout) {
   absl::StatusOr<LoadedKit> kit = LoadKitRef(TestdataPath("forge-oci"));
   ASSERT_TRUE(kit.ok()) << kit.status();

@@ -28,25 +28,36 @@ ArgValues ArgsFor(const Descriptor& d, const ArgValues& supplied, ArgPhase phase
 }  // namespace
 
 const std::set<std::string>& AcceptedTypes() {
-  static const std::set<std::string>* types = new std::set<std::string>{
-      std::string(kNetworkPolicyV1), std::string(kNetworkPolicyV2),
-      std::string(kCredential),      std::string(kLifecycle),
-      std::string(kVolume),          std::string(kHostMount),
-      std::string(kPort),            std::string(kResources),
-      std::string(kPrivileged),      std::string(kSbx),
-      std::string(kLongRunning),     std::string(kGitIdentity),
-      std::string(kKitRegistry),     std::string(kAgentSessions),
-      std::string(kAgentInteractiveSessions), std::string(kAgentContext),
-      std::string(kAgentSkills),     std::string(kAgentSkill),
-      std::string(kAcp),             std::string(kSshAgent),
-      std::string(kUsbDevice)};
+  static const std::set<std::string>* types =
+      new std::set<std::string>{std::string(kNetworkPolicyV1),
+                                std::string(kNetworkPolicyV2),
+                                std::string(kCredential),
+                                std::string(kLifecycle),
+                                std::string(kVolume),
+                                std::string(kHostMount),
+                                std::string(kPort),
+                                std::string(kResources),
+                                std::string(kPrivileged),
+                                std::string(kSbx),
+                                std::string(kLongRunning),
+                                std::string(kGitIdentity),
+                                std::string(kKitRegistry),
+                                std::string(kAgentSessions),
+                                std::string(kAgentInteractiveSessions),
+                                std::string(kAgentContext),
+                                std::string(kAgentSkills),
+                                std::string(kAgentSkill),
+                                std::string(kAcp),
+                                std::string(kSshAgent),
+                                std::string(kUsbDevice),
+                                std::string(kAirlockAgent)};
   return *types;
 }
 
 bool IsEnforcedType(const std::string& type) {
   return type == kNetworkPolicyV1 || type == kNetworkPolicyV2 || type == kCredential ||
          type == kLifecycle || type == kVolume || type == kPort || type == kResources ||
-         type == kPrivileged;
+         type == kPrivileged || type == kAirlockAgent;
 }
 
 namespace {

@@ -21,14 +21,15 @@
 namespace airlock::kit {
 
 // AcceptedTypes is every capability type Airlock accepts: the spec's
-// well-known types. A required entry of any other type refuses its Kit by
-// name; an optional one is skipped and recorded.
+// well-known types and Airlock's own (kAirlockAgent). A required entry of
+// any other type refuses its Kit by name; an optional one is skipped and
+// recorded.
 const std::set<std::string>& AcceptedTypes();
 
 // IsEnforcedType reports a type Airlock applies (network-policy@1/@2,
 // credential@1, lifecycle@1, volume@1, port@1, resources@1,
-// privileged@1). The other accepted types are recorded in the surface and
-// reported as not enforced.
+// privileged@1, dev.airlock/agent@1). The other accepted types are
+// recorded in the surface and reported as not enforced.
 bool IsEnforcedType(const std::string& type);
 
 // KitSkip is a capability entry one Kit left out at selection.
@@ -63,9 +64,10 @@ struct ResolvedKits {
   std::vector<std::string> warnings;
 };
 
-// ResolveKits loads `refs` (descriptor files or OCI image layout
-// directories; see LoadKitRef), expands a file's build-phase args (an OCI
-// layout is published, its build args are fixed), makes each effective
+// ResolveKits loads `refs` (descriptor files, OCI image layout
+// directories or "builtin:NAME"; see LoadKitRef), expands a file's (or a
+// built-in agent's) build-phase args (an OCI layout is published, its
+// build args are fixed), makes each effective
 // with the create-phase args it declares, and composes them. Each supplied
 // arg goes to every Kit that declares it; one that no Kit declares is an
 // error, so a typo never passes silently. `env` is the container

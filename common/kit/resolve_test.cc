@@ -217,6 +217,18 @@ TEST(ResolveKitsTest, NotEnforcedListsOnlyRecordedTypes) {
   EXPECT_EQ(enforced->not_enforced, Lines{});
   EXPECT_TRUE(IsEnforcedType(std::string(kNetworkPolicyV2)));
   EXPECT_FALSE(IsEnforcedType(kAgentContext));
+
+  // Airlock's own agent type is accepted and enforced.
+  std::string agent = dir.File("agent.yaml",
+                               "schemaVersion: \"3\"\nkind: workload\ncapabilities:\n"
+                               "  - type: dev.airlock/agent@1\n"
+                               "    config: {command: [agent]}\n");
+  auto with_agent = ResolveKits({agent}, {}, kEnv);
+  ASSERT_TRUE(with_agent.ok()) << with_agent.status();
+  EXPECT_EQ(with_agent->not_enforced, Lines{});
+  EXPECT_TRUE(with_agent->skipped.empty());
+  EXPECT_TRUE(AcceptedTypes().count(std::string(kAirlockAgent)));
+  EXPECT_TRUE(IsEnforcedType(std::string(kAirlockAgent)));
 }
 
 TEST(ResolveKitsTest, UnknownCapabilityTypesRefuseWhenRequiredAndSkipWhenOptional) {

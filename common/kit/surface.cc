@@ -56,10 +56,12 @@ void AddEntries(const std::vector<NetworkEntry>& entries, StringSet* hosts, Stri
 }
 
 // GrantsNothing reports the types that reach nothing outside the sandbox.
+// dev.airlock/agent@1 only names what runs inside it: a changed command or
+// image is neither a widening nor a narrowing.
 bool GrantsNothing(absl::string_view type) {
   return type == kResources || type == kLifecycle || type == kSbx || type == kLongRunning ||
          type == kAgentContext || type == kAgentSkill || type == kAgentSessions ||
-         type == kAgentInteractiveSessions;
+         type == kAgentInteractiveSessions || type == kAirlockAgent;
 }
 
 // IsSurfaceTyped reports the types that have typed lists beside their

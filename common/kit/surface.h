@@ -77,8 +77,8 @@ struct Surface {
 // ProjectSurface projects the effective (expanded, selected, composed)
 // descriptor onto its grant surface. Types that grant nothing
 // (resources@1, lifecycle@1, sbx@1, long-running@1, agent-context@1,
-// agent-skill@1, agent-sessions@1, agent-interactive-sessions@1)
-// contribute nothing; `optional` and `name` do not change the surface.
+// agent-skill@1, agent-sessions@1, agent-interactive-sessions@1,
+// dev.airlock/agent@1) contribute nothing; `optional` and `name` do not change the surface.
 // A group still present (an unselected declaration) contributes all of
 // its members, conservatively.
 Surface ProjectSurface(const Descriptor& effective);

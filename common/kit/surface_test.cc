@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "common/kit/descriptor.h"
@@ -92,6 +93,24 @@ TEST(ProjectSurfaceTest, StoragePortsPrivilegedAndNothingTypes) {
   EXPECT_EQ(s.ports, (Lines{"53/udp", "8080/tcp"}));
   EXPECT_TRUE(s.privileged);
   EXPECT_TRUE(s.services.empty());
+}
+
+// The agent's command and image name what runs inside the sandbox: they
+// reach nothing outside it, so changing them neither widens nor narrows.
+TEST(ProjectSurfaceTest, TheAgentGrantsNothing) {
+  auto workload = [](const std::string& config) {
+    return Parse(absl::StrCat("schemaVersion: \"3\"\nkind: workload\ncapabilities: [",
+                              "{type: dev.airlock/agent@1, config: ", config, "}]\n"));
+  };
+  Surface before = workload("{command: [claude]}");
+  Surface after = workload("{command: [claude, --yolo, --model, x], image: other}");
+  EXPECT_TRUE(before.services.empty());
+  EXPECT_TRUE(after.services.empty());
+  SurfaceDiff d = Diff(before, after);
+  EXPECT_TRUE(d.widenings.empty()) << absl::StrJoin(d.widenings, "\n");
+  EXPECT_TRUE(d.narrowings.empty()) << absl::StrJoin(d.narrowings, "\n");
+  d = Diff(Parse("schemaVersion: \"3\"\nkind: workload\n"), after);
+  EXPECT_TRUE(d.widenings.empty()) << absl::StrJoin(d.widenings, "\n");
 }
 
 TEST(ProjectSurfaceTest, OtherServicesKeyedByTypeAndConfigHash) {

@@ -23,7 +23,8 @@ namespace airlock::kit {
 struct ValidatedKit {
   std::string ref;
   bool from_oci_layout = false;
-  // Form::kAuthored for a file, Form::kPublished for an OCI layout.
+  // Form::kAuthored for a file or a built-in agent, Form::kPublished for
+  // an OCI layout.
   Descriptor descriptor;
 };
 
@@ -40,8 +41,8 @@ struct Validation {
   std::vector<std::string> warnings;
 };
 
-// ValidateKits checks each of `refs` (descriptor files or OCI image
-// layout directories, see LoadKitRef) by the rules of its form. Each
+// ValidateKits checks each of `refs` (descriptor files, OCI image layout
+// directories or "builtin:NAME", see LoadKitRef) by the rules of its form. Each
 // supplied arg is checked against the declaration of every Kit that
 // declares it (enum, pattern; a build arg of a published layout is
 // fixed), and one no Kit declares is an error; args not supplied are not
