@@ -13,6 +13,7 @@
 #include "cli/daemons.h"
 #include "cli/exec_client.h"
 #include "cli/port_spec.h"
+#include "cli/run_argv.h"
 #include "cli/table.h"
 #include "common/client.h"
 #include "common/sizes.h"
@@ -21,6 +22,7 @@
 #include "protos/vmm/v1/vmm.grpc.pb.h"
 #include "cli/kit_command.h"
 #include "cli/template_command.h"
+#include "common/agents/builtin_agents.h"
 
 namespace airlock::cli {
 
@@ -227,7 +229,11 @@ void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--allow-privileged", f->allow_privileged,
                 "Consent to a kit's privileged@1 (processes then default to root)");
-  cmd->add_option("agent", f->agent, "Agent to run (this release has: shell)")->required();
+  cmd->add_option("agent", f->agent,
+                  absl::StrCat("Agent to run: shell or a built-in agent kit (",
+                               absl::StrJoin(airlock::agents::BuiltinAgentNames(), ", "),
+                               "; `airlock kit inspect NAME` shows what it asks for)"))
+      ->required();
   cmd->add_option("paths", f->paths,
                   "Host paths to share at the same path in the guest; PATH:ro for read-only");
 }
@@ -253,8 +259,9 @@ bool BuildCreate(const CreateFlags& f, const std::vector<std::string>& args, boo
     }
     (*spec->mutable_env())[e.substr(0, eq)] = e.substr(eq + 1);
   }
-  if (!f.kit_args.empty() && f.kits.empty()) {
-    std::cerr << "airlock: --kit-arg needs a --kit\n";
+  if (!f.kit_args.empty() && f.kits.empty() && (f.agent.empty() || f.agent == "shell")) {
+    std::cerr << "airlock: --kit-arg needs a --kit or a built-in agent (e.g. `airlock run "
+                 "claude --kit-arg version=X`)\n";
     return false;
   }
   for (const auto& a : f.kit_args) {
@@ -347,17 +354,23 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
       "run", "Run an agent in a sandbox (created and booted when needed); after -- the command");
   AddCreateFlags(run, run_flags);
   run->add_flag("--rm", run_flags->rm, "Remove the sandbox when the command exits");
-  run->footer("Example: airlock run shell -- uname -a");
+  run->footer(
+      "Examples:\n"
+      "  airlock run shell -- uname -a          run a command instead of the agent\n"
+      "  airlock run claude .                   Claude Code on the current directory\n"
+      "  airlock run --rm claude -- --version   arguments starting with - go to the agent\n"
+      "An agent's first run of a version installs it (from the npm registry, through\n"
+      "proxyd) and keeps it as the image agents/NAME:VERSION; later runs start from it.");
   run->callback([=] {
     auto stub = Connect();
     if (!stub) return void(*exit_code = kExitCannotRun);
     std::string name = run_flags->name;
     bool exists = false;
+    vmm::Sandbox sb;
     if (!name.empty()) {
       grpc::ClientContext ctx;
       vmm::GetRequest get;
       get.set_name(name);
-      vmm::Sandbox sb;
       exists = stub->Get(&ctx, get, &sb).ok();
     }
     if (!exists) {
@@ -373,23 +386,18 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
         PrintError(s);
         return void(*exit_code = kExitCannotRun);
       }
-      name = resp.sandbox().spec().name();
-      PrintKitNotes(resp.sandbox());
+      sb = resp.sandbox();
+      name = sb.spec().name();
+      PrintKitNotes(sb);
     }
     if (!EnsureStarted(*stub, name, exit_code)) return;
     PrintPorts(*stub, name, std::cerr);
     ExecOptions o;
     o.sandbox = name;
     bool interactive_terminal = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
-    if (after_dashes->empty()) {
-      o.argv = {"bash", "-l"};
-      o.tty = interactive_terminal;
-      o.interactive = true;
-    } else {
-      o.argv = *after_dashes;
-      o.tty = interactive_terminal;
-      o.interactive = !isatty(STDIN_FILENO) || interactive_terminal;
-    }
+    o.argv = RunArgv(sb, *after_dashes);
+    o.tty = interactive_terminal;
+    o.interactive = after_dashes->empty() || !isatty(STDIN_FILENO) || interactive_terminal;
     *exit_code = RunExec(*stub, o);
     if (run_flags->rm) {
       grpc::ClientContext ctx;

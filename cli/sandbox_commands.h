@@ -15,6 +15,7 @@ namespace airlock::cli {
 void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_dashes,
                         int* exit_code);
 
+
 }  // namespace airlock::cli
 
 #endif  // AIRLOCK_CLI_SANDBOX_COMMANDS_H_

@@ -194,7 +194,7 @@ TEST_F(SandboxE2ETest, BadNamesAndSizesAreRefusedAndChangeNothing) {
       {{"create", "--name", "ok1", "-m", "lots", "shell"}, "invalid --memory"},
       {{"create", "--name", "ok1", "--size", "huge", "shell"}, "unknown size"},
       {{"create", "--name", "ok1", "--cpus", "500", "shell"}, "more than 64"},
-      {{"create", "--name", "ok1", "claude"}, "unknown agent"},
+      {{"create", "--name", "ok1", "nosuchagent"}, "unknown agent"},
   };
   for (const auto& c : cases) {
     auto r = Airlock(c.args);

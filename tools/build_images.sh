@@ -4,13 +4,16 @@
 #   kernel     Debian's linux-image-<flavour>-amd64, downloaded with apt and
 #              extracted (never installed on the host), plus an uncompressed
 #              vmlinux for a faster PVH boot and a modules.dep.
-#   template   the base template: a Debian rootfs (bash, coreutils, curl, git,
-#              ca-certificates, sudo, user `agent` uid 1000) stored as an OCI
-#              image layout, and the raw ext4 disk made from that layout.
+#   template   the base template: a Debian 12 rootfs (bash, coreutils, curl,
+#              git, ca-certificates, sudo, user `agent` uid 1000) stored as
+#              an OCI image layout.
+#   agent      the agent template (Debian unstable: Node.js, npm, python3,
+#              git, curl, ripgrep, build-essential) the built-in agents are
+#              installed into, as an OCI image layout.
 #   initramfs  the guest agent (PID 1), its shared libraries and loader,
 #              busybox, and the kernel modules the guest needs.
 #
-# usage: build_images.sh [kernel|template|initramfs|all] (default all)
+# usage: build_images.sh [kernel|template|agent|initramfs|all] (default all)
 # Each step is skipped when its output is already there; delete the step's
 # directory under the cache to rebuild it. Needs root for debootstrap.
 set -euo pipefail
@@ -71,17 +74,32 @@ PY
 # sha256 of a file, bare hex.
 digest() { sha256sum "$1" | cut -d' ' -f1; }
 
-build_template() {
-  local out=$CACHE/templates/base
+# build_rootfs NAME SUITE PACKAGES [EXTRA_PACKAGES]: a Debian rootfs made
+# by debootstrap (minbase, PACKAGES) plus EXTRA_PACKAGES installed by apt
+# inside it (apt resolves what debootstrap cannot), user `agent` (uid
+# 1000, passwordless sudo, ~/workspace), stored as a one-layer OCI image
+# layout in templates/NAME/oci. vmmd imports it as NAME:latest and makes
+# the boot disk itself.
+build_rootfs() {
+  local name=$1 suite=$2 packages=$3 extra=${4:-}
+  local out=$CACHE/templates/$name
   if [ -f "$out/.done" ]; then return; fi
-  [ "$(id -u)" -eq 0 ] || { log "building the base template needs root (debootstrap)"; exit 1; }
+  [ "$(id -u)" -eq 0 ] || { log "building the $name template needs root (debootstrap)"; exit 1; }
   rm -rf "$out" "$out.tmp"; mkdir -p "$out.tmp"
   local rootfs=$out.tmp/rootfs
-  log "debootstrap $SUITE (minbase) into $rootfs"
-  debootstrap --variant=minbase \
-    --include=bash,coreutils,curl,git,ca-certificates,sudo,procps,iproute2,less,openssh-client \
-    "$SUITE" "$rootfs" http://deb.debian.org/debian >"$out.tmp/debootstrap.log" 2>&1 ||
+  log "debootstrap $suite (minbase) into $rootfs"
+  debootstrap --variant=minbase --include="$packages" \
+    "$suite" "$rootfs" http://deb.debian.org/debian >"$out.tmp/debootstrap.log" 2>&1 ||
     { tail -20 "$out.tmp/debootstrap.log" >&2; exit 1; }
+  if [ -n "$extra" ]; then
+    log "apt-get install in the $name rootfs: $extra"
+    mount -t proc proc "$rootfs/proc"
+    local rc=0
+    chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+      --no-install-recommends $extra >>"$out.tmp/debootstrap.log" 2>&1 || rc=$?
+    umount "$rootfs/proc"
+    [ "$rc" -eq 0 ] || { tail -20 "$out.tmp/debootstrap.log" >&2; exit 1; }
+  fi
   chroot "$rootfs" /usr/sbin/groupadd -g 1000 agent
   chroot "$rootfs" /usr/sbin/useradd -m -u 1000 -g 1000 -s /bin/bash -d /home/agent agent
   echo 'agent ALL=(ALL) NOPASSWD:ALL' > "$rootfs/etc/sudoers.d/agent"
@@ -99,7 +117,7 @@ build_template() {
   # their sha256 digests.
   local layout=$out.tmp/oci blobs
   blobs=$layout/blobs/sha256; mkdir -p "$blobs"
-  log "writing OCI layout"
+  log "writing the $name OCI layout"
   tar --sort=name --numeric-owner --mtime="@$EPOCH" --xattrs -C "$rootfs" -cf "$out.tmp/layer.tar" .
   local diff_id; diff_id=$(digest "$out.tmp/layer.tar")
   gzip -n -1 "$out.tmp/layer.tar"
@@ -116,26 +134,31 @@ build_template() {
   local manifest; manifest=$(digest "$out.tmp/manifest.json")
   local manifest_size; manifest_size=$(stat -c %s "$out.tmp/manifest.json")
   mv "$out.tmp/manifest.json" "$blobs/$manifest"
-  printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"base"}}]}' \
-    "$manifest" "$manifest_size" > "$layout/index.json"
+  printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"%s"}}]}' \
+    "$manifest" "$manifest_size" "$name" > "$layout/index.json"
   echo '{"imageLayoutVersion":"1.0.0"}' > "$layout/oci-layout"
+  local unpacked packed
+  unpacked=$(du -sh "$rootfs" | cut -f1); packed=$(du -sh "$blobs/$layer" | cut -f1)
   rm -rf "$rootfs"
-
-  # The disk is made from the layout, not from the debootstrap tree, so any
-  # single-layer OCI template becomes a disk the same way.
-  log "making the ext4 disk from the OCI layout"
-  local unpack=$out.tmp/unpack; mkdir -p "$unpack"
-  tar --numeric-owner --xattrs -xzf "$blobs/$layer" -C "$unpack"
-  # A sparse 8 GiB filesystem: the raw file only holds written blocks, and
-  # each sandbox's qcow2 overlay only holds what the sandbox changed.
-  mkfs.ext4 -q -F -L airlock-root -E lazy_itable_init=1,lazy_journal_init=1 \
-    -d "$unpack" "$out.tmp/disk.raw" 8G
-  rm -rf "$unpack"
-  chmod 0444 "$out.tmp/disk.raw"
   echo "sha256:$manifest" > "$out.tmp/digest"
   touch "$out.tmp/.done"
   mv "$out.tmp" "$out"
-  log "template base ready: $(du -sh "$out/disk.raw" | cut -f1) on disk"
+  log "template $name ready: $unpacked unpacked, $packed compressed"
+}
+
+BASE_PACKAGES=bash,coreutils,curl,git,ca-certificates,sudo,procps,iproute2,less,openssh-client
+
+# The base template: Debian 12 with a shell, git and curl.
+build_template() { build_rootfs base "$SUITE" "$BASE_PACKAGES"; }
+
+# The agent template the built-in agents are installed into: a Node.js
+# every listed agent CLI accepts (Claude Code and Qwen Code need 22 or
+# later; Debian 12 has 18 and 13 has 20, so this is Debian's unstable
+# suite), npm, python3, git, curl, ripgrep and build-essential.
+AGENT_SUITE=${AIRLOCK_AGENT_SUITE:-sid}
+build_agent_template() {
+  build_rootfs agent "$AGENT_SUITE" "$BASE_PACKAGES" \
+    "nodejs npm python3 ripgrep build-essential"
 }
 
 build_initramfs() {
@@ -204,7 +227,8 @@ PY
 case "${1:-all}" in
   kernel) build_kernel ;;
   template) build_template ;;
+  agent) build_agent_template ;;
   initramfs) build_initramfs ;;
-  all) build_kernel; build_template; build_initramfs ;;
-  *) echo "usage: $0 [kernel|template|initramfs|all]" >&2; exit 2 ;;
+  all) build_kernel; build_template; build_agent_template; build_initramfs ;;
+  *) echo "usage: $0 [kernel|template|agent|initramfs|all]" >&2; exit 2 ;;
 esac

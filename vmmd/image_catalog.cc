@@ -17,8 +17,6 @@ namespace vmm = airlock::vmm::v1;
 
 namespace {
 
-constexpr char kBaseName[] = "base:latest";
-
 void ConfigToProto(const oci::ImageConfig& c, vmm::ImageConfig* out) {
   for (const auto& e : c.env) out->add_env(e);
   out->set_working_dir(c.working_dir);
@@ -57,22 +55,33 @@ ImageCatalog::ImageCatalog(ImageStore* store, RegistryOptions registry, std::str
       default_registry_(std::move(default_registry)) {}
 
 absl::Status ImageCatalog::EnsureBuiltIn() {
-  std::string layout = image_dir_ + "/templates/base/oci";
-  std::string built = FirstLineOf(image_dir_ + "/templates/base/digest");
+  // base is what a sandbox gets by default; agent is what the built-in
+  // agents are installed into (tools/build_images.sh agent).
+  for (const char* name : {"base", "agent"}) {
+    if (absl::Status s = ImportBuiltIn(name); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ImageCatalog::ImportBuiltIn(const std::string& name) {
+  std::string dir = absl::StrCat(image_dir_, "/templates/", name);
+  std::string layout = dir + "/oci";
+  std::string built = FirstLineOf(dir + "/digest");
+  std::string tag = name + ":latest";
   struct stat st;
   if (stat((layout + "/index.json").c_str(), &st) != 0) {
-    // Nothing to import; a store that already has base keeps it.
+    // Nothing to import; a store that already has it keeps it.
     return absl::OkStatus();
   }
-  auto have = store_->Find(kBaseName);
+  auto have = store_->FindName(tag);
   if (have.ok() && (built.empty() || have->digest == built)) return absl::OkStatus();
   absl::StatusOr<std::vector<LoadedImage>> loaded;
   {
     auto writing = store_->Writing();
-    loaded = LoadImages(layout, kBaseName, store_, nullptr);
+    loaded = LoadImages(layout, tag, store_, nullptr);
     if (loaded.ok()) {
-      if (absl::Status s = store_->Tag(kBaseName, (*loaded)[0].digest, "built-in",
-                                       "the base template (tools/build_images.sh)");
+      if (absl::Status s = store_->Tag(tag, (*loaded)[0].digest, "built-in",
+                                       absl::StrCat("the ", name, " template (tools/build_images.sh)"));
           !s.ok()) {
         return s;
       }
@@ -80,10 +89,10 @@ absl::Status ImageCatalog::EnsureBuiltIn() {
   }
   if (!loaded.ok()) {
     return absl::Status(loaded.status().code(),
-                        absl::StrCat("cannot import the base template from ", layout, ": ",
+                        absl::StrCat("cannot import the ", name, " template from ", layout, ": ",
                                      loaded.status().message()));
   }
-  AIRLOCK_LOG_INFO("imported the base template", {{"digest", (*loaded)[0].digest}});
+  AIRLOCK_LOG_INFO("imported a built-in template", {{"name", tag}, {"digest", (*loaded)[0].digest}});
   return absl::OkStatus();
 }
 

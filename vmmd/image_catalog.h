@@ -31,9 +31,10 @@ class ImageCatalog {
   // SetUsage tells the catalog how to learn which sandboxes use what.
   void SetUsage(std::function<Usage()> usage) { usage_ = std::move(usage); }
 
-  // EnsureBuiltIn stores the base template as "base:latest" (source
-  // "built-in") when the store does not have it, or when the image dir
-  // holds a newer build of it.
+  // EnsureBuiltIn stores the built-in templates found in the image dir
+  // ("base:latest", and "agent:latest" the built-in agents install into;
+  // source "built-in") when the store does not have them, or when the
+  // image dir holds a newer build.
   absl::Status EnsureBuiltIn();
 
   // Resolve finds `ref` in the store: a name as written, the same name
@@ -69,6 +70,7 @@ class ImageCatalog {
   // Commit checks that the stored image `digest` unpacks (building its
   // boot disk, so it is ready to boot) and then names it. The caller holds
   // store_->Writing(); after a failure it calls CollectUnused.
+  absl::Status ImportBuiltIn(const std::string& name);
   absl::StatusOr<StoredImage> Commit(const std::string& digest,
                                      const std::vector<std::string>& names,
                                      const std::string& source, const Progress& progress);

@@ -23,6 +23,7 @@
 #include "protos/git/v1/git.grpc.pb.h"
 #include "protos/proxy/v1/proxy.grpc.pb.h"
 #include "protos/secrets/v1/secrets.grpc.pb.h"
+#include "vmmd/agent_image.h"
 #include "vmmd/guest_run.h"
 #include "vmmd/images.h"
 
@@ -239,11 +240,8 @@ std::string SandboxManager::Accelerator() {
 
 absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec_in, bool start) {
   vmm::SandboxSpec spec = spec_in;
-  if (spec.agent().empty()) spec.set_agent("shell");
-  if (spec.agent() != "shell") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown agent \"", spec.agent(), "\"; this release has: shell"));
-  }
+  // A built-in agent is its kit: the workload the user's kits compose with.
+  if (absl::Status s = AddAgentKit(&spec); !s.ok()) return s;
   if (spec.name().empty()) {
     std::random_device rd;
     spec.set_name(absl::StrCat(spec.agent(), "-", absl::Hex(rd() & 0xffffff, absl::kZeroPad6)));
@@ -324,7 +322,25 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   }
   auto images = LocateGuestImages(options_.image_dir);
   if (!images.ok()) return images.status();
-  auto image = images_->Resolve(spec.template_());
+  // An agent starts from the image its install was saved as; without one
+  // yet, the first boot installs it (InstallAgentImage) into the template
+  // its kit names.
+  bool install_agent = false;
+  if (IsBuiltinAgent(spec.agent()) && spec.template_().empty()) {
+    auto tag = AgentImageTag(spec.agent(), kits.effective_descriptor_json());
+    if (!tag.ok()) return tag.status();
+    spec.set_template_(*tag);
+    install_agent = !images_->Resolve(*tag).ok();
+    std::string into = kits.plan().image().empty() ? "agent" : kits.plan().image();
+    if (install_agent && !images_->Resolve(into).ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the ", spec.agent(), " agent installs into the image \"", into,
+          "\", which the store does not have; build it with `sudo tools/build_images.sh "
+          "agent` (then `airlock daemon restart`) or pass -t IMAGE with Node.js and npm"));
+    }
+  }
+  absl::StatusOr<StoredImage> image =
+      install_agent ? absl::StatusOr<StoredImage>(StoredImage{}) : images_->Resolve(spec.template_());
   if (!image.ok()) return image.status();
   if (spec.template_().empty()) spec.set_template_(image->name);
   if (spec.mounts_size() > 0) {
@@ -395,7 +411,11 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   sb.set_cpus(res->cpus);
   sb.set_memory_mib(res->memory_mib);
   sb.set_console_log(SandboxDir(spec.name()) + "/console.log");
-  *sb.mutable_image() = ImageCatalog::RefOf(*image, "");
+  if (install_agent) {
+    sb.mutable_image()->set_name(spec.template_());
+  } else {
+    *sb.mutable_image() = ImageCatalog::RefOf(*image, "");
+  }
   if (!spec.kits().empty()) {
     *sb.mutable_kit_plan() = kits.plan();
     for (const auto& k : kit_skipped) sb.add_kit_skipped(k);
@@ -419,10 +439,20 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     changed_.notify_all();
   }
   std::string name = spec.name();
-  StartWorker([this, name, start, image = sb.image()] {
+  StartWorker([this, name, start, image = sb.image()]() mutable {
     std::string dir = SandboxDir(name);
     absl::Status s = MakeDirs(dir, 0700);
-    absl::StatusOr<std::string> base = BootDiskFor(name, image);
+    if (s.ok() && image.digest().empty() && !image.name().empty()) {
+      auto installed = InstallAgentImage(name);
+      if (installed.ok()) {
+        image = *installed;
+        s = Update(name, "", [&](vmm::Sandbox& sb) { *sb.mutable_image() = image; });
+      } else {
+        s = installed.status();
+      }
+    }
+    absl::StatusOr<std::string> base =
+        s.ok() ? BootDiskFor(name, image) : absl::StatusOr<std::string>(s);
     if (s.ok() && !base.ok()) s = base.status();
     if (s.ok()) s = CreateOverlay(*base, dir + "/disk.qcow2");
     if (!s.ok()) {

@@ -226,6 +226,13 @@ class SandboxManager {
   // ApplyKitsAtBoot mounts volumes, writes files, runs the install hooks
   // (first boot only) in the install phase, closes it, and runs the
   // startup hooks.
+  // InstallAgentImage makes the image a built-in agent's sandbox `name`
+  // starts from (its spec's template, "agents/AGENT:VERSION") by
+  // installing the agent in a sandbox of its own and saving that;
+  // sandbox_agents.cc.
+  absl::StatusOr<airlock::vmm::v1::ImageRef> InstallAgentImage(const std::string& name);
+  std::shared_ptr<std::mutex> InstallLock(const std::string& tag);
+
   absl::Status ApplyKitsAtBoot(const std::string& name, std::shared_ptr<grpc::Channel> agent);
 
   ManagerOptions options_;
@@ -240,6 +247,8 @@ class SandboxManager {
   // Names a Create is resolving kits for: a second create of the name
   // must not touch the first one's grant.
   std::set<std::string> creating_;
+  // One mutex per agent image tag being installed (sandbox_agents.cc).
+  std::map<std::string, std::shared_ptr<std::mutex>> installs_;
 
   std::mutex accel_mu_;
   std::string accelerator_;

@@ -1,0 +1,171 @@
+// Built-in agents end to end: `airlock run claude` installs Claude Code
+// for real, from the npm registry this machine reaches, inside a sandbox,
+// through proxyd under the kit's install-phase rules, and keeps the result
+// as the image agents/claude:VERSION; the next run starts from that image
+// without the network. The operator settings tools/configure_network.sh
+// writes (split DNS, re-signed TLS) are this test's proxyd.conf, as for a
+// real install.
+#include <fstream>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/fd_io.h"
+#include "common/paths.h"
+#include "common/testing/harness.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace airlock {
+namespace {
+
+using testing::BinaryPath;
+
+constexpr char kClaudeVersion[] = "2.1.332";
+constexpr char kAnthropicKey[] = "sk-ant-real-key-never-in-the-guest-5f2c";
+
+class AgentsE2ETest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ShortTempDir();
+    env_ = new std::map<std::string, std::string>(testing::AirlockEnv(dir_->path()));
+    const std::string d = dir_->path();
+    ASSERT_TRUE(MakeDirs(d + "/state", 0700).ok());
+    auto conf = RunCommand({"bash", BinaryPath("tools/configure_network.sh"), d + "/state"});
+    ASSERT_EQ(conf.exit_code, 0) << conf.err;
+    // Nothing but what the agent kit allows, per phase.
+    ASSERT_EQ(Airlock({"policy", "init", "deny-all"}).exit_code, 0);
+  }
+  static void TearDownTestSuite() {
+    Airlock({"rm", "-f", "--all"});
+    Airlock({"daemon", "stop"});
+    delete env_;
+    delete dir_;
+  }
+  static CommandResult Airlock(const std::vector<std::string>& args) {
+    return testing::RunAirlock(*env_, args, "", 1500);
+  }
+  static std::string Log() { return Airlock({"policy", "log", "--limit", "100000"}).out; }
+  // Lines of the proxyd log that name `sandbox`.
+  static std::string LogOf(const std::string& sandbox) {
+    return Airlock({"policy", "log", "--sandbox", sandbox, "--limit", "100000"}).out;
+  }
+
+  // HasLine says whether one line of `text` holds every word of `words`.
+  static bool HasLine(const std::string& text, const std::vector<std::string>& words) {
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      std::string line = text.substr(start, end - start);
+      bool all = true;
+      for (const auto& w : words) all = all && absl::StrContains(line, w);
+      if (all) return true;
+      start = end + 1;
+    }
+    return false;
+  }
+
+  static testing::ShortTempDir* dir_;
+  static std::map<std::string, std::string>* env_;
+};
+
+testing::ShortTempDir* AgentsE2ETest::dir_;
+std::map<std::string, std::string>* AgentsE2ETest::env_;
+
+// Tests run in file order: the first installs, the others use the image.
+
+TEST_F(AgentsE2ETest, FirstRunInstallsTheRealClaudeCodeAndKeepsItAsAnImage) {
+  auto r = Airlock({"run", "--rm", "--name", "first", "claude", "--", "--version"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(kClaudeVersion), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Claude Code"), std::string::npos) << r.out;
+  auto images = Airlock({"template", "ls", "--json"});
+  ASSERT_EQ(images.exit_code, 0) << images.err;
+  EXPECT_NE(images.out.find(absl::StrCat("agents/claude:", kClaudeVersion)), std::string::npos)
+      << images.out;
+  // The install reached the real registry through proxyd, in the install
+  // phase of a sandbox of its own; the install sandbox is gone.
+  std::string log = Log();
+  EXPECT_TRUE(HasLine(log, {"allow", "install-claude-", "registry.npmjs.org:443"}))
+      << log.substr(0, 3000);
+  auto ls = Airlock({"ls", "-q"});
+  EXPECT_EQ(ls.out, "") << ls.out;
+}
+
+TEST_F(AgentsE2ETest, SecondRunStartsFromTheImageWithoutTheNetwork) {
+  auto r = Airlock({"run", "--rm", "--name", "second", "claude", "--", "--version"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(kClaudeVersion), std::string::npos) << r.out;
+  EXPECT_FALSE(absl::StrContains(LogOf("second"), "registry.npmjs.org")) << LogOf("second");
+}
+
+TEST_F(AgentsE2ETest, ACommandAfterDashesReplacesTheAgentsCommand) {
+  auto r = Airlock({"run", "--rm", "--name", "cmd", "claude", "--", "sh", "-c",
+                    "id -un; pwd; node --version; command -v claude"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StartsWith(r.out, "agent\n/home/agent/workspace\nv")) << r.out;
+  // Node.js 22 or later: what every listed agent CLI accepts.
+  size_t v = r.out.find("\nv") + 2;
+  EXPECT_GE(std::stoi(r.out.substr(v)), 22) << r.out;
+  EXPECT_NE(r.out.find("/usr/local/bin/claude"), std::string::npos) << r.out;
+}
+
+TEST_F(AgentsE2ETest, RunningAgentHasItsRuntimeRulesAndOnlyTheSentinel) {
+  ASSERT_EQ(Airlock({"secret", "set", "-g", "anthropic", "-t", kAnthropicKey}).exit_code, 0);
+  auto c = Airlock({"create", "--name", "agent1", "claude"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto ls = Airlock({"ls", "--json"});
+  auto arr = nlohmann::json::parse(ls.out, nullptr, false);
+  ASSERT_TRUE(arr.is_array() && arr.size() == 1) << ls.out;
+  EXPECT_EQ(arr[0]["agent"], "claude");
+  EXPECT_EQ(arr[0]["image"]["name"], absl::StrCat("agents/claude:", kClaudeVersion));
+  auto env = Airlock({"exec", "agent1", "--", "sh", "-c", "env"});
+  ASSERT_EQ(env.exit_code, 0) << env.err;
+  EXPECT_NE(env.out.find("ANTHROPIC_API_KEY=proxy-managed"), std::string::npos) << env.out;
+  EXPECT_EQ(env.out.find(kAnthropicKey), std::string::npos);
+  // The registry was allowed only while installing: now proxyd refuses it,
+  // while the kit's runtime hosts pass (what the real host answers does
+  // not matter here: only Debian's archive and npm are reachable).
+  auto npm = Airlock({"exec", "agent1", "--", "sh", "-c",
+                      "curl -s -o /dev/null -w '%{http_code}' https://registry.npmjs.org/"});
+  EXPECT_EQ(npm.out, "403") << npm.out << npm.err;
+  Airlock({"exec", "agent1", "--", "sh", "-c",
+           "curl -s -o /dev/null --max-time 20 https://api.anthropic.com/v1/models; true"});
+  std::string log = LogOf("agent1");
+  EXPECT_TRUE(HasLine(log, {"deny", "registry.npmjs.org:443"})) << log;
+  EXPECT_TRUE(HasLine(log, {"allow", "api.anthropic.com:443"})) << log;
+  ASSERT_EQ(Airlock({"rm", "-f", "agent1"}).exit_code, 0);
+}
+
+TEST_F(AgentsE2ETest, AMixinKitComposesWithTheAgent) {
+  const std::string mixin = dir_->path() + "/notes.yaml";
+  std::ofstream(mixin) << "schemaVersion: \"3\"\nkind: mixin\ndisplayName: notes\n"
+                          "capabilities:\n"
+                          "  - type: com.docker.sandbox/lifecycle@1\n"
+                          "    config:\n"
+                          "      files:\n"
+                          "        - path: /home/agent/NOTES.md\n"
+                          "          content: from the mixin\n";
+  auto r = Airlock({"run", "--rm", "--name", "mix", "--kit", mixin, "claude", "--", "sh", "-c",
+                    "cat /home/agent/NOTES.md; echo; claude --version"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StartsWith(r.out, "from the mixin\n")) << r.out;
+  EXPECT_NE(r.out.find(kClaudeVersion), std::string::npos) << r.out;
+}
+
+TEST_F(AgentsE2ETest, BadInputIsRefusedAndChangesNothing) {
+  auto unknown = Airlock({"run", "--rm", "nosuchagent"});
+  EXPECT_EQ(unknown.exit_code, 125) << unknown.err;
+  EXPECT_NE(unknown.err.find("unknown agent \"nosuchagent\"; this release has: shell, claude, "
+                             "codex, copilot, gemini, opencode, qwen"),
+            std::string::npos)
+      << unknown.err;
+  auto bad = Airlock({"run", "--rm", "--kit-arg", "version=1;rm -rf /", "claude", "--", "true"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("version"), std::string::npos) << bad.err;
+  EXPECT_EQ(Airlock({"ls", "-q"}).out, "");
+}
+
+}  // namespace
+}  // namespace airlock
