@@ -311,6 +311,32 @@ std::string ArgLine(const kit::PublishedKit& v, const std::string& name, const k
   return line;
 }
 
+// EntryDetails prints what an agent or lifecycle entry runs: the default
+// command and image, and each hook's command as written.
+void EntryDetails(std::ostream& out, const kit::CapabilityEntry& e) {
+  if (const auto* a = e.As<kit::AgentConfig>()) {
+    out << "      command: " << absl::StrJoin(a->command, " ") << "\n";
+    if (!a->image.empty()) out << "      installed into image: " << a->image << "\n";
+  }
+  if (const auto* l = e.As<kit::LifecycleConfig>()) {
+    auto hooks = [&](const char* phase, const std::vector<kit::Hook>& list) {
+      for (const kit::Hook& h : list) {
+        out << "      " << phase << " hook" << (h.user.empty() ? "" : " as user " + h.user)
+            << ":\n";
+        std::string text = h.command.size() == 3 && h.command[0] == "sh" && h.command[1] == "-c"
+                               ? h.command[2]
+                               : absl::StrJoin(h.command, " ");
+        for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+          out << "        " << line << "\n";
+        }
+      }
+    };
+    hooks("install", l->install);
+    hooks("startup", l->startup);
+  }
+}
+
+
 void PrintKit(std::ostream& out, const kit::PublishedKit& v, const kit::ResolvedKits& r) {
   const kit::Descriptor& d = v.published;
   out << "Kit " << v.ref << "\n";
@@ -332,6 +358,7 @@ void PrintKit(std::ostream& out, const kit::PublishedKit& v, const kit::Resolved
   for (const kit::CapabilityItem& item : d.capabilities) {
     if (const auto* e = std::get_if<kit::CapabilityEntry>(&item)) {
       out << "    " << EntryLine(*e) << "\n";
+      EntryDetails(out, *e);
       continue;
     }
     const auto& g = std::get<kit::CapabilityGroup>(item);
