@@ -439,26 +439,11 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     changed_.notify_all();
   }
   std::string name = spec.name();
-  StartWorker([this, name, start, image = sb.image()]() mutable {
-    std::string dir = SandboxDir(name);
-    absl::Status s = MakeDirs(dir, 0700);
-    if (s.ok() && image.digest().empty() && !image.name().empty()) {
-      auto installed = InstallAgentImage(name);
-      if (installed.ok()) {
-        image = *installed;
-        s = Update(name, "", [&](vmm::Sandbox& sb) { *sb.mutable_image() = image; });
-      } else {
-        s = installed.status();
-      }
-    }
-    absl::StatusOr<std::string> base =
-        s.ok() ? BootDiskFor(name, image) : absl::StatusOr<std::string>(s);
-    if (s.ok() && !base.ok()) s = base.status();
-    if (s.ok()) s = CreateOverlay(*base, dir + "/disk.qcow2");
-    if (!s.ok()) {
+  StartWorker([this, name, start] {
+    if (absl::Status s = PrepareDisk(name); !s.ok()) {
       (void)Update(name, "", [&](vmm::Sandbox& sb) {
         sb.set_state(vmm::FAILED);
-        sb.set_failure(absl::StrCat("cannot prepare the disk: ", s.message()));
+        sb.set_failure(std::string(s.message()));
       });
       End(name);
       return;
@@ -471,6 +456,34 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     Boot(name, true);
   });
   return sb;
+}
+
+absl::Status SandboxManager::PrepareDisk(const std::string& name) {
+  std::string dir = SandboxDir(name);
+  if (absl::Status s = MakeDirs(dir, 0700); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot prepare the disk: ", s.message()));
+  }
+  vmm::ImageRef image;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    image = records_[name].sb.image();
+  }
+  // A built-in agent's image that did not exist at create is made first.
+  if (image.digest().empty() && !image.name().empty()) {
+    auto installed = InstallAgentImage(name);
+    if (!installed.ok()) return installed.status();
+    image = *installed;
+    if (absl::Status s = Update(name, "", [&](vmm::Sandbox& sb) { *sb.mutable_image() = image; });
+        !s.ok()) {
+      return s;
+    }
+  }
+  absl::StatusOr<std::string> base = BootDiskFor(name, image);
+  absl::Status s = base.ok() ? CreateOverlay(*base, dir + "/disk.qcow2") : base.status();
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot prepare the disk: ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> SandboxManager::BootDiskFor(const std::string& name,
@@ -812,7 +825,22 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Start(const std::string& name) {
     End(name);
     return s;
   }
-  StartWorker([this, name] { Boot(name, true); });
+  StartWorker([this, name] {
+    // A create that failed before its disk existed (an agent install that
+    // failed, vmmd stopped meanwhile) prepares it now.
+    struct stat st;
+    if (stat((SandboxDir(name) + "/disk.qcow2").c_str(), &st) != 0) {
+      if (absl::Status s = PrepareDisk(name); !s.ok()) {
+        (void)Update(name, "", [&](vmm::Sandbox& sb) {
+          sb.set_state(vmm::FAILED);
+          sb.set_failure(std::string(s.message()));
+        });
+        End(name);
+        return;
+      }
+    }
+    Boot(name, true);
+  });
   return Get(name);
 }
 

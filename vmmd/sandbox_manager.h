@@ -154,6 +154,10 @@ class SandboxManager {
   void End(const std::string& name);
   // BootDiskFor is the boot disk of the sandbox's image, built on first
   // use (progress shown as the sandbox's).
+  // PrepareDisk makes the sandbox's disk: its image (installing a
+  // built-in agent first when its image is not there yet), the image's
+  // boot disk, and the sandbox's own qcow2 overlay on it.
+  absl::Status PrepareDisk(const std::string& name);
   absl::StatusOr<std::string> BootDiskFor(const std::string& name,
                                           const airlock::vmm::v1::ImageRef& image);
   // Boot runs on a worker thread: disk, launch, wait for the agent.
