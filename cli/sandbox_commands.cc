@@ -390,7 +390,20 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
       name = sb.spec().name();
       PrintKitNotes(sb);
     }
-    if (!EnsureStarted(*stub, name, exit_code)) return;
+    auto remove = [&] {
+      grpc::ClientContext ctx;
+      vmm::RemoveRequest rm;
+      rm.set_name(name);
+      rm.set_force(true);
+      vmm::RemoveResponse resp;
+      grpc::Status s = stub->Remove(&ctx, rm, &resp);
+      if (!s.ok()) PrintError(s);
+    };
+    if (!EnsureStarted(*stub, name, exit_code)) {
+      // --rm removes a sandbox this run created even when it never started.
+      if (run_flags->rm && !exists) remove();
+      return;
+    }
     PrintPorts(*stub, name, std::cerr);
     ExecOptions o;
     o.sandbox = name;
@@ -399,15 +412,7 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
     o.tty = interactive_terminal;
     o.interactive = after_dashes->empty() || !isatty(STDIN_FILENO) || interactive_terminal;
     *exit_code = RunExec(*stub, o);
-    if (run_flags->rm) {
-      grpc::ClientContext ctx;
-      vmm::RemoveRequest rm;
-      rm.set_name(name);
-      rm.set_force(true);
-      vmm::RemoveResponse resp;
-      grpc::Status s = stub->Remove(&ctx, rm, &resp);
-      if (!s.ok()) PrintError(s);
-    }
+    if (run_flags->rm) remove();
   });
 
   // --- ls ---

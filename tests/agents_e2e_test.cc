@@ -155,6 +155,24 @@ TEST_F(AgentsE2ETest, AMixinKitComposesWithTheAgent) {
   EXPECT_NE(r.out.find(kClaudeVersion), std::string::npos) << r.out;
 }
 
+TEST_F(AgentsE2ETest, AnotherVersionInstallsAgainAndAFailedInstallLeavesNothing) {
+  // A version npm does not have: the install runs (a new version is a new
+  // install), npm's refusal is the reason given, and no image is named.
+  auto r = Airlock({"run", "--rm", "--name", "nover", "--kit-arg", "version=0.0.1-airlock-none",
+                    "claude", "--", "--version"});
+  EXPECT_EQ(r.exit_code, 125) << r.out << r.err;
+  EXPECT_NE(r.err.find("installing claude 0.0.1-airlock-none failed"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("No matching version found for @anthropic-ai/claude-code@0.0.1-airlock-"
+                       "none"),
+            std::string::npos)
+      << r.err;
+  auto images = Airlock({"template", "ls"});
+  EXPECT_EQ(images.out.find("0.0.1-airlock-none"), std::string::npos) << images.out;
+  EXPECT_NE(images.out.find(kClaudeVersion), std::string::npos) << images.out;
+  EXPECT_EQ(Airlock({"ls", "-q"}).out, "");
+}
+
 TEST_F(AgentsE2ETest, BadInputIsRefusedAndChangesNothing) {
   auto unknown = Airlock({"run", "--rm", "nosuchagent"});
   EXPECT_EQ(unknown.exit_code, 125) << unknown.err;
