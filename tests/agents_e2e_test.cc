@@ -111,6 +111,13 @@ TEST_F(AgentsE2ETest, ACommandAfterDashesReplacesTheAgentsCommand) {
   EXPECT_NE(r.out.find("/usr/local/bin/claude"), std::string::npos) << r.out;
 }
 
+TEST_F(AgentsE2ETest, WithoutASecretTheAgentShowsItsOwnSignInMessage) {
+  // Options after -- go to the agent's own command.
+  auto r = Airlock({"run", "--rm", "--name", "nokey", "claude", "--", "-p", "hello"});
+  EXPECT_NE(r.out.find("Not logged in"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("/login"), std::string::npos) << r.out << r.err;
+}
+
 TEST_F(AgentsE2ETest, RunningAgentHasItsRuntimeRulesAndOnlyTheSentinel) {
   ASSERT_EQ(Airlock({"secret", "set", "-g", "anthropic", "-t", kAnthropicKey}).exit_code, 0);
   auto c = Airlock({"create", "--name", "agent1", "claude"});
