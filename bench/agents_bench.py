@@ -9,7 +9,10 @@ operator network settings tools/configure_network.sh writes, deny-all):
             registry through proxyd, the save as an image), vs the same
             `npm install -g` of the same version run directly on the host
             into a scratch prefix (the reference: no VM, no proxy, no save);
-  cached    the same command once the image exists, vs
+  cached    the same command once the image exists;
+  start     `airlock run --rm claude -- true` once the image exists (the
+            agent's sandbox without its CLI's own start-up, which is slow
+            under TCG), vs
   shell     `airlock run --rm shell -- true` (the floor: a boot and an exec);
   size      the agent template's and the agents/claude image's sizes.
 
@@ -97,6 +100,8 @@ try:
         shutil.rmtree(prefix, ignore_errors=True)
         shutil.rmtree(prefix + "-cache", ignore_errors=True)
     cached = [timed(version_run) for _ in range(args.runs)]
+    start = [timed(lambda: airlock("run", "--rm", "--kit-arg", "version=" + args.version,
+                                   "claude", "--", "true")) for _ in range(args.runs)]
     shell = [timed(lambda: airlock("run", "--rm", "shell", "--", "true"))
              for _ in range(args.runs)]
     med = statistics.median
@@ -106,8 +111,10 @@ try:
     print(f"           npm install -g on the host        {mmm(direct)}")
     print(f"           ratio airlock/host                {med(installs) / med(direct):.2f}")
     print(f"  cached:  airlock run claude -- --version  {mmm(cached)}")
+    print(f"  start:   airlock run claude -- true        {mmm(start)}")
     print(f"  shell:   airlock run shell -- true         {mmm(shell)}")
     print(f"           ratio cached/shell                {med(cached) / med(shell):.2f}")
+    print(f"           ratio start/shell                 {med(start) / med(shell):.2f}")
     print(f"  size:    agent:latest {image_size('agent:latest') / 2**20:.0f} MiB, "
           f"{TAG} {image_size(TAG) / 2**20:.0f} MiB")
 finally:

@@ -152,6 +152,10 @@ absl::StatusOr<std::unique_ptr<ImageStore>> ImageStore::Open(const std::string& 
   return store;
 }
 
+ImageStore::~ImageStore() {
+  if (!scratch_.empty()) (void)RemoveTree(scratch_);
+}
+
 std::string ImageStore::ScratchFor(uint64_t bytes) {
   struct statvfs vfs;
   // Room for the unpacked tree (layers expand) with a margin.

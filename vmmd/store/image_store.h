@@ -81,6 +81,10 @@ class ImageStore {
   static absl::StatusOr<std::unique_ptr<ImageStore>> Open(const std::string& root, StateDb* db,
                                                           const std::string& scratch_base = "");
 
+  // The private scratch directory goes with the store (a tmpfs is shared
+  // by every vmmd of the host; empty directories would pile up there).
+  ~ImageStore();
+
   const std::string& root() const { return root_; }
   std::string BlobPath(absl::string_view digest) const;
   bool HasBlob(absl::string_view digest) const;
