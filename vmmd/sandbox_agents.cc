@@ -69,6 +69,7 @@ absl::StatusOr<vmm::ImageRef> SandboxManager::InstallAgentImage(const std::strin
                         absl::StrCat("cannot start the sandbox that installs ", what, ": ",
                                      created.status().message()));
   }
+  (void)Update(builder, "", [&](vmm::Sandbox& b) { b.set_installs_agent_image(tag); });
   struct RemoveBuilder {
     SandboxManager* m;
     std::string name;

@@ -1311,6 +1311,13 @@ absl::Status SandboxManager::Recover() {
     StartWorker([this, name = name] { Boot(name, false); });
   }
   monitor_ = std::thread([this] { Monitor(); });
+  // Agent installs a previous vmmd did not finish: their sandboxes are
+  // vmmd's own, and the sandbox that waited is FAILED (start retries it).
+  for (const auto& sb : *all) {
+    if (sb.installs_agent_image().empty()) continue;
+    AIRLOCK_LOG_INFO("removing an unfinished agent install", {{"sandbox", sb.spec().name()}});
+    StartWorker([this, name = sb.spec().name()] { (void)Remove(name, true); });
+  }
   return absl::OkStatus();
 }
 
