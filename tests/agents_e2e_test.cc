@@ -5,13 +5,18 @@
 // without the network. The operator settings tools/configure_network.sh
 // writes (split DNS, re-signed TLS) are this test's proxyd.conf, as for a
 // real install.
+#include <signal.h>
+
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/fd_io.h"
 #include "common/paths.h"
+#include "common/subprocess.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -178,6 +183,44 @@ TEST_F(AgentsE2ETest, AnotherVersionInstallsAgainAndAFailedInstallLeavesNothing)
   EXPECT_EQ(images.out.find("0.0.1-airlock-none"), std::string::npos) << images.out;
   EXPECT_NE(images.out.find(kClaudeVersion), std::string::npos) << images.out;
   EXPECT_EQ(Airlock({"ls", "-q"}).out, "");
+}
+
+TEST_F(AgentsE2ETest, VmmdKilledDuringAnInstallLeavesNoInstallSandboxOrVm) {
+  const std::string d = dir_->path();
+  std::vector<std::string> argv = {"env"};
+  for (const auto& [k, v] : *env_) argv.push_back(k + "=" + v);
+  argv.insert(argv.end(), {BinaryPath("cli/airlock"), "create", "--name", "waiting",
+                           "--kit-arg", "version=0.0.2-airlock-none", "claude"});
+  ASSERT_TRUE(SpawnDetached(argv, d + "/bgcreate.log").ok());
+  // Wait until the install sandbox is booting, then kill vmmd outright.
+  bool seen = false;
+  for (int i = 0; i < 300 && !seen; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    seen = absl::StrContains(Airlock({"ls", "-q"}).out, "install-claude-");
+  }
+  ASSERT_TRUE(seen) << Airlock({"ls"}).out;
+  std::string pid = ReadFileToString(d + "/run/vmmd.pid");
+  ASSERT_FALSE(pid.empty());
+  ASSERT_EQ(kill(std::atoi(pid.c_str()), SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The next command starts vmmd again: it removes the install sandbox
+  // (and its VM), and the sandbox that waited says what to do.
+  std::string names;
+  for (int i = 0; i < 100; ++i) {
+    names = Airlock({"ls", "-q"}).out;
+    if (!absl::StrContains(names, "install-claude-")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(names, "waiting\n");
+  auto ls = nlohmann::json::parse(Airlock({"ls", "--json"}).out, nullptr, false);
+  ASSERT_TRUE(ls.is_array() && ls.size() == 1);
+  EXPECT_EQ(ls[0]["state"], "failed");
+  EXPECT_NE(ls[0]["failure"].get<std::string>().find("`airlock start` finishes it"),
+            std::string::npos)
+      << ls[0]["failure"];
+  auto vms = RunCommand({"sh", "-c", "pgrep -f 'qemu.*" + d + "/state/sandboxes/install-' | wc -l"});
+  EXPECT_EQ(vms.out, "0\n");
+  EXPECT_EQ(Airlock({"rm", "-f", "waiting"}).exit_code, 0);
 }
 
 TEST_F(AgentsE2ETest, BadInputIsRefusedAndChangesNothing) {
