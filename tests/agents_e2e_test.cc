@@ -38,12 +38,24 @@ class AgentsE2ETest : public ::testing::Test {
     ASSERT_TRUE(MakeDirs(d + "/state", 0700).ok());
     auto conf = RunCommand({"bash", BinaryPath("tools/configure_network.sh"), d + "/state"});
     ASSERT_EQ(conf.exit_code, 0) << conf.err;
+    // A loopback stand-in for api.anthropic.com (a test CA proxyd trusts
+    // for upstreams; the guest trusts only Airlock's CA).
+    auto certs = testing::MakeTestCerts(d, {"api.anthropic.com"});
+    ASSERT_EQ(certs.exit_code, 0) << certs.err;
+    messages_ = testing::StartFixtureServer(
+        d, "messages",
+        {"python3", BinaryPath("tests/fixtures/messages_api.py"), "--tls", d + "/up.pem",
+         d + "/up.key", "--log", d + "/messages.log"});
+    ASSERT_GT(messages_.port, 0);
+    std::ofstream(d + "/state/proxyd.conf", std::ios::app)
+        << "\nresolve = api.anthropic.com=127.0.0.1\nupstream-ca = " << d << "/ca.pem\n";
     // Nothing but what the agent kit allows, per phase.
     ASSERT_EQ(Airlock({"policy", "init", "deny-all"}).exit_code, 0);
   }
   static void TearDownTestSuite() {
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
+    if (messages_.pid > 0) kill(messages_.pid, SIGTERM);
     delete env_;
     delete dir_;
   }
@@ -73,10 +85,12 @@ class AgentsE2ETest : public ::testing::Test {
 
   static testing::ShortTempDir* dir_;
   static std::map<std::string, std::string>* env_;
+  static testing::FixtureServer messages_;
 };
 
 testing::ShortTempDir* AgentsE2ETest::dir_;
 std::map<std::string, std::string>* AgentsE2ETest::env_;
+testing::FixtureServer AgentsE2ETest::messages_;
 
 // Tests run in file order: the first installs, the others use the image.
 
@@ -148,6 +162,21 @@ TEST_F(AgentsE2ETest, RunningAgentHasItsRuntimeRulesAndOnlyTheSentinel) {
   std::string log = LogOf("agent1");
   EXPECT_TRUE(HasLine(log, {"deny", "registry.npmjs.org:443"})) << log;
   EXPECT_TRUE(HasLine(log, {"allow", "api.anthropic.com:443"})) << log;
+  // Claude Code's own API call carries the real key, placed by proxyd.
+  // The stand-in listens on a port of its own, so the test points Claude at
+  // it and allows that port (the kit allows :443).
+  std::string base = absl::StrCat("api.anthropic.com:", messages_.port);
+  ASSERT_EQ(Airlock({"policy", "allow", "network", base}).exit_code, 0);
+  auto call = Airlock({"exec", "-e", "ANTHROPIC_BASE_URL=https://" + base, "agent1", "--",
+                       "claude", "-p", "hello"});
+  EXPECT_EQ(call.exit_code, 0) << call.out << call.err;
+  EXPECT_NE(call.out.find("reply from the airlock test upstream"), std::string::npos)
+      << call.out << call.err;
+  std::string seen = ReadFileToString(dir_->path() + "/messages.log");
+  EXPECT_NE(seen.find(absl::StrCat("\"x-api-key\": \"", kAnthropicKey, "\"")),
+            std::string::npos)
+      << seen;
+  EXPECT_EQ(seen.find("proxy-managed"), std::string::npos) << seen;
   ASSERT_EQ(Airlock({"rm", "-f", "agent1"}).exit_code, 0);
 }
 
