@@ -496,12 +496,13 @@ absl::StatusOr<bool> SecretStore::Registered(const std::string& sandbox) {
   return !rows->empty();
 }
 
-absl::Status SecretStore::Register(const std::string& sandbox) {
+absl::Status SecretStore::Register(const std::string& sandbox, bool with_globals) {
   if (absl::Status s =
           db_->Exec("INSERT INTO sandboxes (name, registered_at) VALUES (?, ?)", {sandbox, Now()});
       !s.ok()) {
     return s;
   }
+  if (!with_globals) return absl::OkStatus();
   // Registry secrets are the host's: no sandbox gets them.
   return db_->Exec(
       "INSERT INTO sandbox_globals (sandbox, serial) "
@@ -536,8 +537,10 @@ absl::StatusOr<std::vector<SecretStore::Row>> SecretStore::InEffect(const std::s
                                                                     Unregistered unregistered) {
   auto registered = Registered(sandbox);
   if (!registered.ok()) return registered.status();
-  if (!*registered && unregistered == Unregistered::kRegister) {
-    absl::Status s = InTransaction(db_, [&] { return Register(sandbox); });
+  if (!*registered && (unregistered == Unregistered::kRegister ||
+                      unregistered == Unregistered::kRegisterBare)) {
+    bool with_globals = unregistered == Unregistered::kRegister;
+    absl::Status s = InTransaction(db_, [&] { return Register(sandbox, with_globals); });
     if (!s.ok()) return s;
     *registered = true;
   }
@@ -594,10 +597,11 @@ absl::Status SecretStore::Delete(const std::string& id) {
 }
 
 absl::StatusOr<std::map<std::string, std::string>> SecretStore::Sentinels(
-    const std::string& sandbox) {
+    const std::string& sandbox, bool without_globals) {
   if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
-  auto rows = InEffect(sandbox, Unregistered::kRegister);
+  auto rows = InEffect(sandbox, without_globals ? Unregistered::kRegisterBare
+                                                : Unregistered::kRegister);
   if (!rows.ok()) return rows.status();
   auto bindings = Bindings(sandbox);
   if (!bindings.ok()) return bindings.status();

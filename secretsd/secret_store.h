@@ -143,7 +143,9 @@ class SecretStore {
   // binding whose service has a secret in effect, mapped to that secret's
   // sentinel unless a secret already sets that variable. A service with a
   // suppressing Kit binding gives no variable.
-  absl::StatusOr<std::map<std::string, std::string>> Sentinels(const std::string& sandbox);
+  // `without_globals` registers a new sandbox with no global secret.
+  absl::StatusOr<std::map<std::string, std::string>> Sentinels(const std::string& sandbox,
+                                                               bool without_globals = false);
 
   // Resolve returns the plaintext credentials in effect for `sandbox` whose
   // hosts match `host` (case, a trailing '.' and a ":port" ignored; a host
@@ -196,6 +198,7 @@ class SecretStore {
   // What InEffect does for a sandbox that Sentinels never registered.
   enum class Unregistered {
     kRegister,    // register it now (Sentinels)
+    kRegisterBare,  // register it now with no globals (Sentinels without_globals)
     kAllGlobals,  // show the globals it would get if registered now (List)
     kNoGlobals,   // give it no globals: its guest holds no sentinel (Resolve)
   };
@@ -207,7 +210,7 @@ class SecretStore {
   absl::StatusOr<bool> Registered(const std::string& sandbox);
   // Register records `sandbox` as created now, with the globals that exist
   // now; the caller runs it in a transaction, for a sandbox not registered.
-  absl::Status Register(const std::string& sandbox);
+  absl::Status Register(const std::string& sandbox, bool with_globals = true);
   // Bindings is the Kit bindings of `sandbox`, by service.
   absl::StatusOr<std::map<std::string, KitBinding>> Bindings(const std::string& sandbox);
   // InEffect is the secrets that apply to `sandbox`, a sandbox secret

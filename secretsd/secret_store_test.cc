@@ -240,6 +240,20 @@ TEST_F(SecretStoreTest, AnUnregisteredSandboxResolvesOnlyItsOwnSecrets) {
   EXPECT_EQ(store_->Sentinels("box3")->count("MISTRAL_API_KEY"), 1u);
 }
 
+TEST_F(SecretStoreTest, ASandboxRegisteredWithoutGlobalsGetsNoneOfThem) {
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "anthropic", "users-key")).ok());
+  auto bare = store_->Sentinels("install-claude-1", true);
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_TRUE(bare->empty());
+  EXPECT_TRUE(Values(store_->Resolve("install-claude-1", "api.anthropic.com")).empty());
+  // Registered once: later calls (with or without the flag) keep it bare.
+  EXPECT_TRUE(store_->Sentinels("install-claude-1")->empty());
+  // A sandbox registered the usual way still gets the global.
+  EXPECT_EQ(store_->Sentinels("box1")->count("ANTHROPIC_API_KEY"), 1u);
+  // The flag never takes globals from a sandbox that has them.
+  EXPECT_EQ(store_->Sentinels("box1", true)->count("ANTHROPIC_API_KEY"), 1u);
+}
+
 TEST_F(SecretStoreTest, SandboxSecretWinsOverGlobal) {
   ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "mistral", "global-m")).ok());
   ASSERT_TRUE(store_

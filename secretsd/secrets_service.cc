@@ -96,7 +96,7 @@ grpc::Status SecretsService::Delete(grpc::ServerContext*, const pb::DeleteReques
 
 grpc::Status SecretsService::Sentinels(grpc::ServerContext*, const pb::SentinelsRequest* req,
                                        pb::SentinelsResponse* resp) {
-  auto env = store_->Sentinels(req->sandbox());
+  auto env = store_->Sentinels(req->sandbox(), req->without_globals());
   if (!env.ok()) return ToGrpc(env.status());
   for (const auto& [name, sentinel] : *env) (*resp->mutable_env())[name] = sentinel;
   return grpc::Status::OK;

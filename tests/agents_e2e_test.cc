@@ -68,6 +68,18 @@ class AgentsE2ETest : public ::testing::Test {
     return Airlock({"policy", "log", "--sandbox", sandbox, "--limit", "100000"}).out;
   }
 
+  static size_t Count(const std::string& text, const std::string& word) {
+    size_t n = 0;
+    for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+    return n;
+  }
+  // ImageDigest is agents/claude:VERSION's manifest digest ("" when none).
+  static std::string ImageDigest() {
+    auto j = nlohmann::json::parse(
+        Airlock({"template", "inspect", absl::StrCat("agents/claude:", kClaudeVersion)}).out,
+        nullptr, false);
+    return j.is_object() && j.contains("digest") ? j["digest"].get<std::string>() : "";
+  }
   // HasLine says whether one line of `text` holds every word of `words`.
   static bool HasLine(const std::string& text, const std::vector<std::string>& words) {
     size_t start = 0;
@@ -113,10 +125,15 @@ TEST_F(AgentsE2ETest, FirstRunInstallsTheRealClaudeCodeAndKeepsItAsAnImage) {
 }
 
 TEST_F(AgentsE2ETest, SecondRunStartsFromTheImageWithoutTheNetwork) {
+  std::string digest_before = ImageDigest();
+  size_t installs_before = Count(Log(), "install-claude-");
   auto r = Airlock({"run", "--rm", "--name", "second", "claude", "--", "--version"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find(kClaudeVersion), std::string::npos) << r.out;
   EXPECT_FALSE(absl::StrContains(LogOf("second"), "registry.npmjs.org")) << LogOf("second");
+  // No install sandbox ran again, and the image is the same one.
+  EXPECT_EQ(Count(Log(), "install-claude-"), installs_before);
+  EXPECT_EQ(ImageDigest(), digest_before);
 }
 
 TEST_F(AgentsE2ETest, ACommandAfterDashesReplacesTheAgentsCommand) {
@@ -247,8 +264,16 @@ TEST_F(AgentsE2ETest, VmmdKilledDuringAnInstallLeavesNoInstallSandboxOrVm) {
   EXPECT_NE(ls[0]["failure"].get<std::string>().find("`airlock start` finishes it"),
             std::string::npos)
       << ls[0]["failure"];
-  auto vms = RunCommand({"sh", "-c", "pgrep -f 'qemu.*" + d + "/state/sandboxes/install-' | wc -l"});
+  auto vms =
+      RunCommand({"sh", "-c", "pgrep -f '[q]emu.*" + d + "/state/sandboxes/install-' | wc -l"});
   EXPECT_EQ(vms.out, "0\n");
+  // Starting it again runs the install again (this version fails in npm).
+  auto start = Airlock({"start", "waiting"});
+  auto after = nlohmann::json::parse(Airlock({"ls", "--json"}).out, nullptr, false);
+  ASSERT_TRUE(after.is_array() && after.size() == 1) << start.err;
+  EXPECT_NE(after[0]["failure"].get<std::string>().find("No matching version found"),
+            std::string::npos)
+      << after[0]["failure"] << start.err;
   EXPECT_EQ(Airlock({"rm", "-f", "waiting"}).exit_code, 0);
 }
 

@@ -85,7 +85,8 @@ build_rootfs() {
   local out=$CACHE/templates/$name
   if [ -f "$out/.done" ]; then return; fi
   [ "$(id -u)" -eq 0 ] || { log "building the $name template needs root (debootstrap)"; exit 1; }
-  rm -rf "$out" "$out.tmp"; mkdir -p "$out.tmp"
+  umount "$out.tmp/rootfs/proc" 2>/dev/null || true
+  rm -rf --one-file-system "$out" "$out.tmp"; mkdir -p "$out.tmp"
   local rootfs=$out.tmp/rootfs
   log "debootstrap $suite (minbase) into $rootfs"
   debootstrap --variant=minbase --include="$packages" \
@@ -94,10 +95,12 @@ build_rootfs() {
   if [ -n "$extra" ]; then
     log "apt-get install in the $name rootfs: $extra"
     mount -t proc proc "$rootfs/proc"
+    # Never leave proc mounted in the tree the next run deletes.
+    trap 'umount "'"$rootfs"'/proc" 2>/dev/null || true' EXIT
     local rc=0
     chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
       --no-install-recommends $extra >>"$out.tmp/debootstrap.log" 2>&1 || rc=$?
-    umount "$rootfs/proc"
+    umount "$rootfs/proc"; trap - EXIT
     [ "$rc" -eq 0 ] || { tail -20 "$out.tmp/debootstrap.log" >&2; exit 1; }
   fi
   chroot "$rootfs" /usr/sbin/groupadd -g 1000 agent

@@ -70,10 +70,12 @@ class ImageCatalog {
   // Commit checks that the stored image `digest` unpacks (building its
   // boot disk, so it is ready to boot) and then names it. The caller holds
   // store_->Writing(); after a failure it calls CollectUnused.
-  absl::Status ImportBuiltIn(const std::string& name);
   absl::StatusOr<StoredImage> Commit(const std::string& digest,
                                      const std::vector<std::string>& names,
                                      const std::string& source, const Progress& progress);
+  // ImportBuiltIn stores templates/NAME/oci of the image dir as
+  // NAME:latest unless the store has that build already.
+  absl::Status ImportBuiltIn(const std::string& name);
   // CollectUnused drops blobs and disks nothing names or uses.
   void CollectUnused();
   Usage CurrentUsage() const { return usage_ ? usage_() : Usage{}; }

@@ -3,7 +3,9 @@
 // rules, nothing of the user's shared), which is then stopped and saved as
 // the image agents/AGENT:VERSION; every sandbox of that version starts from
 // that image.
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -47,10 +49,11 @@ absl::StatusOr<vmm::ImageRef> SandboxManager::InstallAgentImage(const std::strin
     return cancelled_locked();
   };
   // One install per version at a time; who waited finds it done.
-  report("waiting for another install of it");
   auto install_lock = InstallLock(tag);
   std::lock_guard<std::mutex> installing(*install_lock);
-  if (auto img = images_->Resolve(tag); img.ok()) return ImageCatalog::RefOf(*img, "");
+  // Whoever held the lock may have installed it, or vmmd may be stopping.
+  if (auto img = images_->store()->FindName(tag); img.ok()) return ImageCatalog::RefOf(*img, "");
+  if (cancelled()) return absl::CancelledError("cancelled while installing the agent");
 
   vmm::SandboxSpec spec;
   std::random_device rd;
@@ -63,13 +66,12 @@ absl::StatusOr<vmm::ImageRef> SandboxManager::InstallAgentImage(const std::strin
     (*spec.mutable_kit_args())["version"] = it->second;
   }
   report(absl::StrCat("starting ", builder));
-  auto created = Create(spec, true);
+  auto created = CreateSandbox(spec, true, tag);
   if (!created.ok()) {
     return absl::Status(created.status().code(),
                         absl::StrCat("cannot start the sandbox that installs ", what, ": ",
                                      created.status().message()));
   }
-  (void)Update(builder, "", [&](vmm::Sandbox& b) { b.set_installs_agent_image(tag); });
   struct RemoveBuilder {
     SandboxManager* m;
     std::string name;

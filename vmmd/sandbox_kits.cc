@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "protos/policy/v1/policy.grpc.pb.h"
 #include "protos/secrets/v1/secrets.grpc.pb.h"
+#include "vmmd/agent_image.h"
 #include "vmmd/guest_run.h"
 #include "vmmd/port_forwarder.h"
 #include "vmmd/sandbox_manager.h"
@@ -367,6 +368,23 @@ absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
     vmm::SandboxSpec spec = current->spec();
     *spec.mutable_kits() = kits;
     *spec.mutable_kit_args() = args;
+    // A built-in agent's sandbox keeps its agent: its kit stays the
+    // workload, and its version is the image it was made from.
+    if (IsBuiltinAgent(spec.agent())) {
+      if (absl::Status s = AddAgentKit(&spec); !s.ok()) return s;
+      kits = spec.kits();
+      auto was = current->spec().kit_args().find("version");
+      auto now = args.find("version");
+      std::string before = was == current->spec().kit_args().end() ? "" : was->second;
+      std::string after = now == args.end() ? "" : now->second;
+      if (before != after) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "sandbox ", name, " runs ", spec.agent(), " from the image ",
+            current->image().name(), "; another version is another sandboxes' image: "
+            "`airlock run --kit-arg version=", after.empty() ? "X" : after, " ", spec.agent(),
+            "`"));
+      }
+    }
     auto resolved = ResolveKits(spec, false);
     if (!resolved.ok()) return resolved.status();
     *out.mutable_narrowings() = resolved->narrowings();

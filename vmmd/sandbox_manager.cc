@@ -238,7 +238,13 @@ std::string SandboxManager::Accelerator() {
   return accelerator_ = accel;
 }
 
-absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec_in, bool start) {
+absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec, bool start) {
+  return CreateSandbox(spec, start, "");
+}
+
+absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpec& spec_in,
+                                                           bool start,
+                                                           const std::string& installs_image) {
   vmm::SandboxSpec spec = spec_in;
   // A built-in agent is its kit: the workload the user's kits compose with.
   if (absl::Status s = AddAgentKit(&spec); !s.ok()) return s;
@@ -325,13 +331,21 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   // An agent starts from the image its install was saved as; without one
   // yet, the first boot installs it (InstallAgentImage) into the template
   // its kit names.
+  // `-t IMAGE` installs into that image instead, as its own cached image.
   bool install_agent = false;
-  if (IsBuiltinAgent(spec.agent()) && spec.template_().empty()) {
+  if (IsBuiltinAgent(spec.agent()) && installs_image.empty()) {
     auto tag = AgentImageTag(spec.agent(), kits.effective_descriptor_json());
     if (!tag.ok()) return tag.status();
-    spec.set_template_(*tag);
-    install_agent = !images_->Resolve(*tag).ok();
     std::string into = kits.plan().image().empty() ? "agent" : kits.plan().image();
+    if (!spec.template_().empty()) {
+      auto chosen = images_->Resolve(spec.template_());
+      if (!chosen.ok()) return chosen.status();
+      into = chosen->digest;
+      *tag = absl::StrCat(*tag, "-on-", chosen->digest.substr(chosen->digest.find(':') + 1, 12));
+    }
+    kits.mutable_plan()->set_image(into);
+    spec.set_template_(*tag);
+    install_agent = !images_->store()->FindName(*tag).ok();
     if (install_agent && !images_->Resolve(into).ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the ", spec.agent(), " agent installs into the image \"", into,
@@ -390,6 +404,11 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
     }
   }
 
+  // An agent install's own sandbox is registered with secretsd first, and
+  // without the global secrets: no install script gets the user's keys.
+  if (!installs_image.empty()) {
+    if (auto bare = SecretSentinels(spec.name(), true); !bare.ok()) return bare.status();
+  }
   // The kits' credentials: every required one must have a secret (checked
   // for both phases); the install phase's stand until the first boot.
   if (!spec.kits().empty()) {
@@ -411,6 +430,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Create(const vmm::SandboxSpec& spec
   sb.set_cpus(res->cpus);
   sb.set_memory_mib(res->memory_mib);
   sb.set_console_log(SandboxDir(spec.name()) + "/console.log");
+  sb.set_installs_agent_image(installs_image);
   if (install_agent) {
     sb.mutable_image()->set_name(spec.template_());
   } else {
@@ -723,13 +743,14 @@ absl::Status SandboxManager::AttachEgress(const std::string& name, const VmConfi
 }
 
 absl::StatusOr<std::map<std::string, std::string>> SandboxManager::SecretSentinels(
-    const std::string& name) {
+    const std::string& name, bool without_globals) {
   std::map<std::string, std::string> out;
   auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(5));
   airlock::secrets::v1::SentinelsRequest req;
   req.set_sandbox(name);
+  req.set_without_globals(without_globals);
   airlock::secrets::v1::SentinelsResponse resp;
   grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
   if (absl::Status e = DaemonCallError("secretsd", options_.secretsd_socket,

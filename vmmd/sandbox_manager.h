@@ -79,7 +79,10 @@ class SandboxManager {
   // SecretSentinels is the environment secretsd gives the sandbox's guest:
   // variable -> sentinel, never a value; UNAVAILABLE when secretsd does not
   // answer (an exec without them would fail confusingly later).
-  absl::StatusOr<std::map<std::string, std::string>> SecretSentinels(const std::string& name);
+  // `without_globals` registers a sandbox new to secretsd with none of the
+  // global secrets.
+  absl::StatusOr<std::map<std::string, std::string>> SecretSentinels(
+      const std::string& name, bool without_globals = false);
   absl::StatusOr<airlock::vmm::v1::Sandbox> Get(const std::string& name);
   std::vector<airlock::vmm::v1::Sandbox> List();
   // Start boots a STOPPED or FAILED sandbox in the background.
@@ -152,12 +155,12 @@ class SandboxManager {
   absl::StatusOr<airlock::vmm::v1::Sandbox> Begin(const std::string& name,
                                                   const std::string& what);
   void End(const std::string& name);
-  // BootDiskFor is the boot disk of the sandbox's image, built on first
-  // use (progress shown as the sandbox's).
   // PrepareDisk makes the sandbox's disk: its image (installing a
   // built-in agent first when its image is not there yet), the image's
   // boot disk, and the sandbox's own qcow2 overlay on it.
   absl::Status PrepareDisk(const std::string& name);
+  // BootDiskFor is the boot disk of the sandbox's image, built on first
+  // use (progress shown as the sandbox's).
   absl::StatusOr<std::string> BootDiskFor(const std::string& name,
                                           const airlock::vmm::v1::ImageRef& image);
   // Boot runs on a worker thread: disk, launch, wait for the agent.
@@ -227,16 +230,22 @@ class SandboxManager {
   // SetKitPhase puts `phase`'s network rules and credentials in force.
   absl::Status SetKitPhase(const std::string& name, const airlock::policy::v1::KitPlan& plan,
                            const std::string& phase);
-  // ApplyKitsAtBoot mounts volumes, writes files, runs the install hooks
-  // (first boot only) in the install phase, closes it, and runs the
-  // startup hooks.
+  // CreateSandbox is Create; a non-empty `installs_image` marks vmmd's own
+  // sandbox that installs a built-in agent to be saved as that image (it
+  // gets no global secrets, and a restarted vmmd removes it).
+  absl::StatusOr<airlock::vmm::v1::Sandbox> CreateSandbox(
+      const airlock::vmm::v1::SandboxSpec& spec, bool start, const std::string& installs_image);
   // InstallAgentImage makes the image a built-in agent's sandbox `name`
   // starts from (its spec's template, "agents/AGENT:VERSION") by
   // installing the agent in a sandbox of its own and saving that;
   // sandbox_agents.cc.
   absl::StatusOr<airlock::vmm::v1::ImageRef> InstallAgentImage(const std::string& name);
+  // InstallLock is the mutex one install of the image `tag` holds.
   std::shared_ptr<std::mutex> InstallLock(const std::string& tag);
 
+  // ApplyKitsAtBoot mounts volumes, writes files, runs the install hooks
+  // (first boot only) in the install phase, closes it, and runs the
+  // startup hooks.
   absl::Status ApplyKitsAtBoot(const std::string& name, std::shared_ptr<grpc::Channel> agent);
 
   ManagerOptions options_;
