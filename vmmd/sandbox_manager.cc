@@ -561,14 +561,13 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
   if (launch) {
     auto images = LocateGuestImages(options_.image_dir);
     if (!images.ok()) return images.status();
-    std::string dir = SandboxDir(name);
     struct stat st;
-    if (stat((dir + "/disk.qcow2").c_str(), &st) != 0) {
-      // A create interrupted by a vmmd crash left no disk: make it now.
-      auto base = BootDiskFor(name, sb.image());
-      if (!base.ok()) return base.status();
-      if (absl::Status s = MakeDirs(dir, 0700); !s.ok()) return s;
-      if (absl::Status s = CreateOverlay(*base, dir + "/disk.qcow2"); !s.ok()) return s;
+    if (stat((SandboxDir(name) + "/disk.qcow2").c_str(), &st) != 0) {
+      // A create that never made the disk (vmmd stopped meanwhile, an agent
+      // install failed) makes it now; the image may have changed with it.
+      if (absl::Status s = PrepareDisk(name); !s.ok()) return s;
+      std::lock_guard<std::mutex> lock(mu_);
+      sb = records_[name].sb;
     }
     (void)Update(name, "choosing accelerator", [](vmm::Sandbox&) {});
     std::string accel = Accelerator();
@@ -846,22 +845,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Start(const std::string& name) {
     End(name);
     return s;
   }
-  StartWorker([this, name] {
-    // A create that failed before its disk existed (an agent install that
-    // failed, vmmd stopped meanwhile) prepares it now.
-    struct stat st;
-    if (stat((SandboxDir(name) + "/disk.qcow2").c_str(), &st) != 0) {
-      if (absl::Status s = PrepareDisk(name); !s.ok()) {
-        (void)Update(name, "", [&](vmm::Sandbox& sb) {
-          sb.set_state(vmm::FAILED);
-          sb.set_failure(std::string(s.message()));
-        });
-        End(name);
-        return;
-      }
-    }
-    Boot(name, true);
-  });
+  StartWorker([this, name] { Boot(name, true); });
   return Get(name);
 }
 
