@@ -147,6 +147,8 @@ void PrintPorts(vmm::Vmm::Stub& stub, const std::string& name, std::ostream& out
   for (const auto& p : resp.ports()) out << "published " << FormatPortMapping(p) << "\n";
 }
 
+bool HasDockerEngine(const vmm::Sandbox& sb) { return sb.spec().docker() == vmm::DOCKER_ON; }
+
 nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
   return {{"name", sb.spec().name()},
           {"agent", sb.spec().agent()},
@@ -165,6 +167,8 @@ nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
           {"ports", PortsJson(sb.ports())},
           {"kits", std::vector<std::string>(sb.spec().kits().begin(), sb.spec().kits().end())},
           {"kit_installed", sb.kit_installed()},
+          {"docker", HasDockerEngine(sb)},
+          {"docker_disk_mib", sb.spec().docker_disk_mib()},
           {"kit_skipped",
            std::vector<std::string>(sb.kit_skipped().begin(), sb.kit_skipped().end())}};
 }
@@ -193,6 +197,9 @@ struct CreateFlags {
   bool allow_privileged = false;
   bool rm = false;
   std::string pull = "missing";
+  bool docker = false;
+  bool no_docker = false;
+  std::string docker_disk;
 };
 
 void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
@@ -227,6 +234,14 @@ void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
   cmd->add_option("--kit-arg", f->kit_args, "Kit argument NAME=VALUE")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  auto* docker = cmd->add_flag(
+      "--docker", f->docker,
+      "A private Docker Engine in the sandbox (default for the built-in agents): dockerd "
+      "started at boot, /var/lib/docker on a disk of its own, traffic through the policy");
+  cmd->add_flag("--no-docker", f->no_docker, "No Docker Engine, even for a built-in agent")
+      ->excludes(docker);
+  cmd->add_option("--docker-disk", f->docker_disk,
+                  "Size of the Docker Engine's disk, fixed at create: 512m to 16t (default 10g)");
   cmd->add_flag("--allow-privileged", f->allow_privileged,
                 "Consent to a kit's privileged@1 (processes then default to root)");
   cmd->add_option("agent", f->agent,
@@ -282,6 +297,16 @@ bool BuildCreate(const CreateFlags& f, const std::vector<std::string>& args, boo
     spec->add_kits(*ref);
   }
   spec->set_allow_privileged(f.allow_privileged);
+  if (f.docker) spec->set_docker(vmm::DOCKER_ON);
+  if (f.no_docker) spec->set_docker(vmm::DOCKER_OFF);
+  if (!f.docker_disk.empty()) {
+    auto mib = airlock::ParseDiskSize(f.docker_disk);
+    if (!mib.ok()) {
+      std::cerr << "airlock: invalid --docker-disk: " << mib.status().message() << "\n";
+      return false;
+    }
+    spec->set_docker_disk_mib(*mib);
+  }
   if (!f.memory.empty()) {
     // The same parser vmmd uses, so the CLI and the API agree on sizes.
     auto mib = airlock::ParseMemory(f.memory);

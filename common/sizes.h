@@ -14,6 +14,10 @@ namespace airlock {
 // ParseMemory reads "2048" (MiB), "512m", "512MiB", "4g", "4GiB" into MiB.
 absl::StatusOr<uint64_t> ParseMemory(absl::string_view text);
 
+// ParseDiskSize reads a disk size the same way, with "t"/"TiB" too:
+// "10g", "512m", "1t", "20480" (MiB).
+absl::StatusOr<uint64_t> ParseDiskSize(absl::string_view text);
+
 // NamedSize is a size of the Cloud Sandboxes API.
 struct NamedSize {
   uint32_t cpus;

@@ -17,6 +17,20 @@ TEST(ParseMemoryTest, Units) {
   EXPECT_FALSE(ParseMemory("-1").ok());
 }
 
+TEST(ParseDiskSizeTest, UnitsUpToTerabytes) {
+  EXPECT_EQ(*ParseDiskSize("10g"), 10240u);
+  EXPECT_EQ(*ParseDiskSize("512M"), 512u);
+  EXPECT_EQ(*ParseDiskSize("1t"), 1048576u);
+  EXPECT_EQ(*ParseDiskSize("2TiB"), 2097152u);
+  EXPECT_EQ(*ParseDiskSize("20480"), 20480u);
+  auto bad = ParseDiskSize("10x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "invalid disk size \"10x\": unknown unit \"x\" (use m, g or t)");
+  EXPECT_EQ(ParseMemory("4x").status().message(),
+            "invalid memory size \"4x\": unknown unit \"x\" (use m or g)");
+}
+
 TEST(LookupSizeTest, NamedSizes) {
   EXPECT_EQ(LookupSize("small")->cpus, 2u);
   EXPECT_EQ(LookupSize("xl")->memory_mib, 32768u);

@@ -47,6 +47,7 @@ BootParams ParseBootParams(absl::string_view cmdline) {
     std::string value = eq == absl::string_view::npos ? "" : std::string(word.substr(eq + 1));
     if (key == "probe") p.probe = value == "1";
     if (key == "agent_user") p.ensure_agent_user = value == "1";
+    if (key == "docker") p.docker = value == "1";
     if (key == "hostname" && !value.empty()) p.hostname = value;
     if (key == "root" && !value.empty()) p.root_device = value;
     if (key == "port" && !value.empty()) p.port_name = value;
@@ -73,8 +74,9 @@ absl::Status MountEarly() {
   return absl::OkStatus();
 }
 
-absl::Status LoadModules(const std::string& dir) {
-  std::ifstream order(dir + "/load-order");
+absl::Status LoadModules(const std::string& dir, const std::string& list) {
+  std::ifstream order(dir + "/" + list);
+  if (!order) return absl::NotFoundError(absl::StrCat("no module list ", dir, "/", list));
   std::string name;
   while (std::getline(order, name)) {
     if (name.empty()) continue;
@@ -126,6 +128,12 @@ absl::Status SwitchRoot(const std::string& new_root, const std::string& hostname
   }
   if (absl::Status s = Mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"); !s.ok()) return s;
   if (absl::Status s = Mount("run", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755"); !s.ok()) return s;
+  // The unified cgroup hierarchy, where runtimes such as runc expect it.
+  if (absl::Status s = Mount("cgroup2", "/sys/fs/cgroup", "cgroup2",
+                             MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+      !s.ok()) {
+    return s;
+  }
   sethostname(hostname.data(), hostname.size());
   int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (sock >= 0) {

@@ -24,6 +24,9 @@ struct BootParams {
   // airlock.agent_user=1: the image names no user; create "agent" when
   // its /etc/passwd lacks it.
   bool ensure_agent_user = false;
+  // airlock.docker=1: the sandbox runs a Docker Engine; the modules it
+  // needs (load-order-docker) are loaded too.
+  bool docker = false;
 };
 
 // Console markers vmmd looks for.
@@ -37,9 +40,9 @@ BootParams ParseBootParams(absl::string_view cmdline);
 // MountEarly mounts /proc, /sys and /dev (devtmpfs) in the initramfs.
 absl::Status MountEarly();
 
-// LoadModules inserts the modules listed in `dir`/load-order, in order.
+// LoadModules inserts the modules listed in `dir`/`list`, in order.
 // Modules already present (built in or loaded) are fine.
-absl::Status LoadModules(const std::string& dir);
+absl::Status LoadModules(const std::string& dir, const std::string& list = "load-order");
 
 // MountRoot waits for `device` and mounts it read-write at `target`.
 absl::Status MountRoot(const std::string& device, const std::string& target);

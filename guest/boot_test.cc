@@ -12,6 +12,13 @@ TEST(BootParamsTest, ReadsAirlockWordsOnly) {
   EXPECT_EQ(p.hostname, "dev-1");
   EXPECT_EQ(p.root_device, "/dev/vdb");
   EXPECT_EQ(p.port_name, "airlock.agent");
+  EXPECT_FALSE(p.docker);
+}
+
+TEST(BootParamsTest, Docker) {
+  EXPECT_TRUE(ParseBootParams("quiet airlock.docker=1").docker);
+  EXPECT_FALSE(ParseBootParams("airlock.docker=0").docker);
+  EXPECT_FALSE(ParseBootParams("docker=1").docker);
 }
 
 TEST(BootParamsTest, ProbeAndDefaults) {

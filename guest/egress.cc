@@ -33,7 +33,7 @@ using std::chrono::steady_clock;
 // answered is forgotten (the resolver retries on its own).
 constexpr auto kPendingTimeout = seconds(15);
 
-absl::StatusOr<int> ListenLoopback(int type, const std::string& address, uint16_t port,
+absl::StatusOr<int> ListenOn(int type, const std::string& address, uint16_t port,
                                    uint16_t* bound) {
   int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
@@ -114,28 +114,39 @@ EgressService::~EgressService() {
     pending_.clear();
   }
   cv_.notify_all();
-  for (int fd : {transparent_fd_, forward_fd_, dns_fd_}) {
+  for (int fd : {transparent_fd_, forward_fd_, dns_fd_, dns_any_fd_}) {
     if (fd >= 0) shutdown(fd, SHUT_RDWR);
   }
   for (auto& t : threads_) t.join();
-  for (int fd : {transparent_fd_, forward_fd_, dns_fd_}) {
+  for (int fd : {transparent_fd_, forward_fd_, dns_fd_, dns_any_fd_}) {
     if (fd >= 0) close(fd);
   }
 }
 
 absl::Status EgressService::Listen(uint16_t transparent_port, uint16_t forward_port,
-                                   const std::string& dns_address, uint16_t dns_port) {
-  auto t = ListenLoopback(SOCK_STREAM, "127.0.0.1", transparent_port, &transparent_port_);
+                                   const std::string& dns_address, uint16_t dns_port,
+                                   bool forwarded) {
+  auto t = ListenOn(SOCK_STREAM, forwarded ? "0.0.0.0" : "127.0.0.1", transparent_port,
+                          &transparent_port_);
   if (!t.ok()) return t.status();
   transparent_fd_ = *t;
-  auto f = ListenLoopback(SOCK_STREAM, "127.0.0.1", forward_port, &forward_port_);
+  auto f = ListenOn(SOCK_STREAM, "127.0.0.1", forward_port, &forward_port_);
   if (!f.ok()) return f.status();
   forward_fd_ = *f;
   if (!dns_address.empty()) {
-    auto d = ListenLoopback(SOCK_DGRAM, dns_address, dns_port, &dns_port_);
+    auto d = ListenOn(SOCK_DGRAM, dns_address, dns_port, &dns_port_);
     if (!d.ok()) return d.status();
     dns_fd_ = *d;
-    threads_.emplace_back([this] { DnsLoop(); });
+    threads_.emplace_back([this] { DnsLoop(dns_fd_); });
+    if (forwarded) {
+      // Both sockets reuse the address, so the more specific one keeps the
+      // guest's own queries and this one gets the redirected ones.
+      uint16_t same = 0;
+      auto any = ListenOn(SOCK_DGRAM, "0.0.0.0", dns_port_, &same);
+      if (!any.ok()) return any.status();
+      dns_any_fd_ = *any;
+      threads_.emplace_back([this] { DnsLoop(dns_any_fd_); });
+    }
   }
   threads_.emplace_back([this] { AcceptLoop(transparent_fd_, agent::v1::EGRESS_TRANSPARENT); });
   threads_.emplace_back([this] { AcceptLoop(forward_fd_, agent::v1::EGRESS_FORWARD); });
@@ -190,12 +201,13 @@ void EgressService::AcceptLoop(int listen_fd, EgressVia via) {
   }
 }
 
-void EgressService::DnsLoop() {
+void EgressService::DnsLoop(int fd) {
   char buf[4096];
   while (true) {
     PendingDns from;
+    from.fd = fd;
     from.from_len = sizeof(from.from);
-    ssize_t n = recvfrom(dns_fd_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from.from),
+    ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from.from),
                          &from.from_len);
     if (n < 0 && errno == EINTR) continue;
     {
@@ -366,7 +378,7 @@ grpc::Status EgressService::AnswerDns(grpc::ServerContext*, const agent::v1::Dns
     to = it->second;
     dns_.erase(it);
   }
-  sendto(dns_fd_, req->packet().data(), req->packet().size(), 0,
+  sendto(to.fd, req->packet().data(), req->packet().size(), 0,
          reinterpret_cast<const sockaddr*>(&to.from), to.from_len);
   return grpc::Status::OK;
 }

@@ -66,8 +66,13 @@ class EgressService final : public airlock::agent::v1::Egress::Service {
   // Listen opens the transparent and forward listeners and the DNS socket
   // on the given loopback ports, and starts their threads. Tests pass
   // other ports (0 picks one); `dns_address` empty skips DNS.
+  // `forwarded` also takes what egress.nft redirects from the guest's own
+  // bridges (containers): the transparent listener on every address, and
+  // a second DNS socket on the same port of every address (the
+  // `dns_address` one still answers the guest's own resolver).
   absl::Status Listen(uint16_t transparent_port, uint16_t forward_port,
-                      const std::string& dns_address, uint16_t dns_port);
+                      const std::string& dns_address, uint16_t dns_port,
+                      bool forwarded = false);
   uint16_t transparent_port() const { return transparent_port_; }
   uint16_t forward_port() const { return forward_port_; }
   uint16_t dns_port() const { return dns_port_; }
@@ -90,19 +95,20 @@ class EgressService final : public airlock::agent::v1::Egress::Service {
     std::chrono::steady_clock::time_point since;
   };
   struct PendingDns {
+    int fd = -1;  // the socket the query came in on, which answers it
     sockaddr_storage from{};
     socklen_t from_len = 0;
     std::chrono::steady_clock::time_point since;
   };
 
   void AcceptLoop(int listen_fd, airlock::agent::v1::EgressVia via);
-  void DnsLoop();
+  void DnsLoop(int fd);
   void Expire();
   // Queue hands an event to the watcher; false when no one watches.
   bool Queue(airlock::agent::v1::EgressEvent event);
 
   std::string root_;
-  int transparent_fd_ = -1, forward_fd_ = -1, dns_fd_ = -1;
+  int transparent_fd_ = -1, forward_fd_ = -1, dns_fd_ = -1, dns_any_fd_ = -1;
   uint16_t transparent_port_ = 0, forward_port_ = 0, dns_port_ = 0;
 
   std::vector<std::thread> threads_;

@@ -165,6 +165,52 @@ TEST_F(EgressTest, DnsQueryAndAnswer) {
   close(u);
 }
 
+// What egress.nft redirects from containers reaches the wildcard sockets:
+// a query to another address of the guest is answered from the socket it
+// came in on, and the guest's own resolver address keeps its own socket.
+TEST(EgressForwardedTest, DnsOnEveryAddressAndTransparentOnAny) {
+  testing::ShortTempDir dir;
+  EgressService service;
+  ASSERT_TRUE(service.Listen(0, 0, "127.0.0.9", 0, /*forwarded=*/true).ok());
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + dir.path() + "/e.sock", grpc::InsecureServerCredentials());
+  b.RegisterService(&service);
+  auto server = b.BuildAndStart();
+  auto stub = pb::Egress::NewStub(
+      grpc::CreateChannel("unix:" + dir.path() + "/e.sock", grpc::InsecureChannelCredentials()));
+  grpc::ClientContext watch_ctx;
+  auto watch = stub->Watch(&watch_ctx, pb::EgressWatchRequest());
+  pb::EgressEvent e;
+  ASSERT_TRUE(watch->Read(&e));
+  for (const char* to : {"127.0.0.10", "127.0.0.9"}) {
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(service.dns_port());
+    inet_pton(AF_INET, to, &sa.sin_addr);
+    ASSERT_EQ(sendto(u, "q", 1, 0, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 1);
+    ASSERT_TRUE(watch->Read(&e));
+    ASSERT_TRUE(e.has_dns()) << to;
+    grpc::ClientContext ctx;
+    pb::DnsAnswer a;
+    a.set_id(e.dns().id());
+    a.set_packet(std::string("answer for ") + to);
+    airlock::vmm::v1::Empty empty;
+    ASSERT_TRUE(stub->AnswerDns(&ctx, a, &empty).ok());
+    char buf[64];
+    ssize_t n = recv(u, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0) << to;
+    EXPECT_EQ(std::string(buf, n), a.packet());
+    close(u);
+  }
+  // The transparent listener takes connections on any address of the guest.
+  int c = ConnectTo(service.transparent_port(), SOCK_STREAM, "127.0.0.10");
+  close(c);
+  watch_ctx.TryCancel();
+  watch->Finish();
+  server->Shutdown();
+}
+
 TEST_F(EgressTest, WatchInstallsTheCaOnce) {
   MakeDirs(dir_.path() + "/etc/ssl/certs", 0755).IgnoreError();
   {

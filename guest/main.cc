@@ -51,6 +51,11 @@ int RunAsInit() {
     airlock::guest::PowerOff();
   }
   if (absl::Status s = airlock::guest::LoadModules("/lib/modules"); !s.ok()) Fail(s);
+  if (params.docker) {
+    if (absl::Status s = airlock::guest::LoadModules("/lib/modules", "load-order-docker"); !s.ok()) {
+      Fail(s);
+    }
+  }
   if (absl::Status s = airlock::guest::MountRoot(params.root_device, "/sysroot"); !s.ok()) Fail(s);
   auto port = airlock::guest::FindVirtioPort(params.port_name);
   if (!port.ok()) Fail(port.status());
@@ -68,7 +73,7 @@ int RunAsInit() {
   static airlock::guest::EgressService egress;
   if (absl::Status s = egress.Listen(airlock::guest::kTransparentPort,
                                      airlock::guest::kForwardProxyPort,
-                                     airlock::guest::kDnsAddress, 53);
+                                     airlock::guest::kDnsAddress, 53, /*forwarded=*/true);
       !s.ok()) {
     Fail(s);
   }

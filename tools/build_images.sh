@@ -7,13 +7,16 @@
 #   template   the base template: a Debian 12 rootfs (bash, coreutils, curl,
 #              git, ca-certificates, sudo, user `agent` uid 1000) stored as
 #              an OCI image layout.
+#   docker     the docker template (`airlock create --docker`): Debian
+#              unstable with the base packages and Debian's docker.io,
+#              containerd, runc, docker-compose and iptables.
 #   agent      the agent template (Debian unstable: Node.js, npm, python3,
-#              git, curl, ripgrep, build-essential) the built-in agents are
-#              installed into, as an OCI image layout.
+#              git, curl, ripgrep, build-essential, and the docker set) the
+#              built-in agents are installed into, as an OCI image layout.
 #   initramfs  the guest agent (PID 1), its shared libraries and loader,
 #              busybox, and the kernel modules the guest needs.
 #
-# usage: build_images.sh [kernel|template|agent|initramfs|all] (default all)
+# usage: build_images.sh [kernel|template|docker|agent|initramfs|all] (default all)
 # Each step is skipped when its output is already there; delete the step's
 # directory under the cache to rebuild it. Needs root for debootstrap.
 set -euo pipefail
@@ -97,14 +100,24 @@ build_rootfs() {
     mount -t proc proc "$rootfs/proc"
     # Never leave proc mounted in the tree the next run deletes.
     trap 'umount "'"$rootfs"'/proc" 2>/dev/null || true' EXIT
+    # Packages' maintainer scripts must not start daemons (dockerd) on the
+    # build host: policy-rc.d says no to every invoke-rc.d.
+    printf '#!/bin/sh\nexit 101\n' > "$rootfs/usr/sbin/policy-rc.d"
+    chmod 0755 "$rootfs/usr/sbin/policy-rc.d"
     local rc=0
     chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
       --no-install-recommends $extra >>"$out.tmp/debootstrap.log" 2>&1 || rc=$?
+    rm -f "$rootfs/usr/sbin/policy-rc.d"
     umount "$rootfs/proc"; trap - EXIT
     [ "$rc" -eq 0 ] || { tail -20 "$out.tmp/debootstrap.log" >&2; exit 1; }
   fi
   chroot "$rootfs" /usr/sbin/groupadd -g 1000 agent
   chroot "$rootfs" /usr/sbin/useradd -m -u 1000 -g 1000 -s /bin/bash -d /home/agent agent
+  # With Docker in the template, the agent user reaches dockerd's socket.
+  if [ -x "$rootfs/usr/sbin/dockerd" ]; then
+    chroot "$rootfs" /usr/sbin/groupadd -f docker
+    chroot "$rootfs" /usr/sbin/usermod -aG docker agent
+  fi
   echo 'agent ALL=(ALL) NOPASSWD:ALL' > "$rootfs/etc/sudoers.d/agent"
   chmod 0440 "$rootfs/etc/sudoers.d/agent"
   mkdir -p "$rootfs/home/agent/workspace"
@@ -159,16 +172,59 @@ build_template() { build_rootfs base "$SUITE" "$BASE_PACKAGES"; }
 # later; Debian 12 has 18 and 13 has 20, so this is Debian's unstable
 # suite), npm, python3, git, curl, ripgrep and build-essential.
 AGENT_SUITE=${AIRLOCK_AGENT_SUITE:-sid}
+# Debian's Docker Engine, its runtime and Compose (v2, the `docker compose`
+# plugin); the sysusers alternative keeps systemd itself out.
+DOCKER_PACKAGES="docker.io containerd runc docker-compose iptables systemd-standalone-sysusers"
+build_docker_template() { build_rootfs docker "$AGENT_SUITE" "$BASE_PACKAGES" "$DOCKER_PACKAGES"; }
 build_agent_template() {
   build_rootfs agent "$AGENT_SUITE" "$BASE_PACKAGES" \
-    "nodejs npm python3 ripgrep build-essential"
+    "nodejs npm python3 ripgrep build-essential $DOCKER_PACKAGES"
+}
+
+# write_modules MODULES_DIR DEST LIST NAME...: copies the named modules and
+# what they depend on (first) into DEST, already loaded ones (listed in an
+# earlier list of DEST) skipped, and writes their order to DEST/LIST.
+write_modules() {
+  python3 - "$@" <<'PY'
+import os, shutil, sys
+mdir, dst, listname, want = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+deps = {}
+for line in open(os.path.join(mdir, 'modules.dep')):
+    k, v = line.split(':', 1)
+    deps[k] = v.split()
+byname = {os.path.basename(k).split('.ko')[0].replace('-', '_'): k for k in deps}
+seen = set()
+for other in os.listdir(dst):
+    if other.startswith('load-order'):
+        seen.update(l.strip() for l in open(os.path.join(dst, other)))
+seen = {k for k in deps if os.path.basename(k) in seen}
+order = []
+def visit(p):
+    if p in seen:
+        return
+    seen.add(p)
+    for d in deps.get(p, []):
+        visit(d)
+    order.append(p)
+for w in want:
+    if w not in byname:  # built into the kernel
+        continue
+    visit(byname[w])
+with open(os.path.join(dst, listname), 'w') as f:
+    for p in order:
+        name = os.path.basename(p)
+        if name.endswith('.xz') or name.endswith('.zst'):
+            sys.exit('compressed modules are not supported: ' + name)
+        shutil.copy(os.path.join(mdir, p), os.path.join(dst, name))
+        f.write(name + '\n')
+PY
 }
 
 build_initramfs() {
   local out=$CACHE/initramfs
   [ -x "$AGENT_BIN" ] || { log "no agent binary at $AGENT_BIN (bazel build //guest:airlock-agent)"; exit 1; }
   local stamp; stamp=$(cat "$AGENT_BIN" /bin/busybox /usr/sbin/nft "$CACHE/kernel/release" \
-    "$top/guest/net-setup.sh" "$top/guest/egress.nft" | sha256sum | cut -d' ' -f1)
+    "$top/guest/net-setup.sh" "$top/guest/egress.nft" "$here/build_images.sh" | sha256sum | cut -d' ' -f1)
   if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then return; fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
   local st=$out.tmp/root
@@ -185,38 +241,19 @@ build_initramfs() {
   { ldd "$AGENT_BIN"; ldd /usr/sbin/nft; } | grep -o '/[^ ]*' | sort -u | while read -r lib; do
     mkdir -p "$st$(dirname "$lib")"; cp -L "$lib" "$st$lib"
   done
-  # Kernel modules the guest needs, in dependency order (built-ins skipped).
+  # Kernel modules, in dependency order (built-ins skipped): load-order is
+  # what every guest loads; load-order-docker what a Docker Engine needs
+  # on top (airlock.docker=1): overlayfs, bridges and veth pairs, and the
+  # netfilter parts of its iptables (nft backend) rules. No br_netfilter:
+  # containers on one bridge talk over it without passing the egress rules.
   local kdir=$CACHE/kernel/modules
-  python3 - "$kdir" "$st/lib/modules" virtio_mmio virtio_blk virtio_console ext4 \
+  write_modules "$kdir" "$st/lib/modules" load-order virtio_mmio virtio_blk virtio_console ext4 \
     9pnet_virtio 9p fuse virtiofs overlay \
-    dummy nf_tables nft_chain_nat nft_redir nf_nat nft_reject_ipv4 nft_reject_ipv6 <<'PY'
-import os, shutil, sys
-mdir, dst, want = sys.argv[1], sys.argv[2], sys.argv[3:]
-deps = {}
-for line in open(os.path.join(mdir, 'modules.dep')):
-    k, v = line.split(':', 1)
-    deps[k] = v.split()
-byname = {os.path.basename(k).split('.ko')[0].replace('-', '_'): k for k in deps}
-order, seen = [], set()
-def visit(p):
-    if p in seen:
-        return
-    seen.add(p)
-    for d in deps.get(p, []):
-        visit(d)
-    order.append(p)
-for w in want:
-    if w in byname:
-        visit(byname[w])
-with open(os.path.join(dst, 'load-order'), 'w') as f:
-    for p in order:
-        name = os.path.basename(p)
-        src = os.path.join(mdir, p)
-        if name.endswith('.xz') or name.endswith('.zst'):
-            sys.exit('compressed modules are not supported: ' + name)
-        shutil.copy(src, os.path.join(dst, name))
-        f.write(name + '\n')
-PY
+    dummy nf_tables nft_chain_nat nft_redir nf_nat nft_reject_ipv4 nft_reject_ipv6 \
+    nft_fib_ipv4 nft_fib_ipv6
+  write_modules "$kdir" "$st/lib/modules" load-order-docker bridge veth nf_conntrack nf_nat \
+    nft_compat nft_ct nft_nat nft_masq xt_addrtype xt_conntrack xt_MASQUERADE xt_nat \
+    xt_tcpudp xt_comment xt_mark xt_multiport ipt_REJECT ip6t_REJECT nf_conntrack_netlink
   mknod -m 600 "$st/dev/console" c 5 1
   mknod -m 666 "$st/dev/null" c 1 3
   (cd "$st" && find . -print0 | LC_ALL=C sort -z |
@@ -230,8 +267,9 @@ PY
 case "${1:-all}" in
   kernel) build_kernel ;;
   template) build_template ;;
+  docker) build_docker_template ;;
   agent) build_agent_template ;;
   initramfs) build_initramfs ;;
-  all) build_kernel; build_template; build_agent_template; build_initramfs ;;
-  *) echo "usage: $0 [kernel|template|agent|initramfs|all]" >&2; exit 2 ;;
+  all) build_kernel; build_template; build_docker_template; build_agent_template; build_initramfs ;;
+  *) echo "usage: $0 [kernel|template|docker|agent|initramfs|all]" >&2; exit 2 ;;
 esac

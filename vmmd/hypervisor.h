@@ -21,6 +21,9 @@ struct VmShare {
 };
 
 // VmConfig is everything needed to boot one sandbox's VM.
+// The docker disk's virtio serial, by which the guest finds it.
+inline constexpr char kDockerDiskSerial[] = "airlock-docker";
+
 struct VmConfig {
   // Sandbox name; becomes the guest's hostname.
   std::string name;
@@ -47,6 +50,9 @@ struct VmConfig {
   // The image names no user: the guest creates the "agent" user at boot
   // when the image lacks it.
   bool ensure_agent_user = false;
+  // The docker disk (raw, ext4) attached with serial kDockerDiskSerial;
+  // empty without Docker. Its modules are loaded at boot (airlock.docker=1).
+  std::string docker_disk;
 };
 
 // Hypervisor starts VMs as processes that outlive vmmd (so a restarted vmmd

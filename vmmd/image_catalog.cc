@@ -55,9 +55,10 @@ ImageCatalog::ImageCatalog(ImageStore* store, RegistryOptions registry, std::str
       default_registry_(std::move(default_registry)) {}
 
 absl::Status ImageCatalog::EnsureBuiltIn() {
-  // base is what a sandbox gets by default; agent is what the built-in
-  // agents are installed into (tools/build_images.sh agent).
-  for (const char* name : {"base", "agent"}) {
+  // base is what a sandbox gets by default; docker what --docker gets;
+  // agent is what the built-in agents are installed into
+  // (tools/build_images.sh docker, agent).
+  for (const char* name : {"base", "docker", "agent"}) {
     if (absl::Status s = ImportBuiltIn(name); !s.ok()) return s;
   }
   return absl::OkStatus();

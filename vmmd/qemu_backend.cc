@@ -62,7 +62,7 @@ uint64_t HostTscKhz() {
 }
 
 std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
-                          bool ensure_agent_user) {
+                          bool ensure_agent_user, bool docker) {
   std::string cmdline =
       "console=ttyS0 quiet panic=-1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd "
       "i8042.nokbd tsc=reliable no_timer_check cryptomgr.notests edd=off "
@@ -74,6 +74,7 @@ std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
   absl::StrAppend(&cmdline, " airlock.hostname=", name);
   if (probe) absl::StrAppend(&cmdline, " airlock.probe=1");
   if (ensure_agent_user) absl::StrAppend(&cmdline, " airlock.agent_user=1");
+  if (docker) absl::StrAppend(&cmdline, " airlock.docker=1");
   return cmdline;
 }
 
@@ -95,7 +96,8 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       "-serial", "chardev:console",
       "-kernel", c.kernel,
       "-initrd", c.initrd,
-      "-append", KernelCmdline(c.name, kvm ? 0 : HostTscKhz(), false, c.ensure_agent_user),
+      "-append", KernelCmdline(c.name, kvm ? 0 : HostTscKhz(), false, c.ensure_agent_user,
+                              !c.docker_disk.empty()),
       "-drive", absl::StrCat("file=", c.disk, ",format=qcow2,if=none,id=root,discard=unmap"),
       "-device", "virtio-blk-device,drive=root",
       "-chardev", absl::StrCat("socket,id=agent,path=", c.agent_socket, ",server=on,wait=off"),
@@ -105,6 +107,12 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       "-chardev", absl::StrCat("socket,id=egress,path=", c.egress_socket, ",server=on,wait=off"),
       "-device", "virtserialport,chardev=egress,name=airlock.egress",
   };
+  if (!c.docker_disk.empty()) {
+    args.insert(args.end(),
+                {"-drive",
+                 absl::StrCat("file=", c.docker_disk, ",format=raw,if=none,id=docker,discard=unmap"),
+                 "-device", absl::StrCat("virtio-blk-device,drive=docker,serial=", kDockerDiskSerial)});
+  }
   if (!c.shares.empty()) {
     // vhost-user-fs needs guest memory that virtiofsd can map.
     args.insert(args.end(),

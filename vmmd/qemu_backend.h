@@ -19,8 +19,9 @@ uint64_t HostTscKhz();
 // KernelCmdline is the guest kernel command line for `name`.
 // With `ensure_agent_user` the guest creates the "agent" user when the
 // image lacks it.
+// With `docker` it loads the Docker Engine's modules too.
 std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
-                          bool ensure_agent_user = false);
+                          bool ensure_agent_user = false, bool docker = false);
 
 class QemuBackend final : public Hypervisor {
  public:

@@ -79,6 +79,24 @@ TEST(QemuBackendTest, MarkerOfOneSandboxIsNotInAnothersCommandLine) {
   EXPECT_EQ(joined.find(q.Marker(a)), std::string::npos);
 }
 
+TEST(QemuBackendTest, DockerDiskIsARawDriveWithItsSerial) {
+  VmConfig c = Config();
+  std::string plain;
+  for (const auto& s : QemuBackend().Args(c)) plain += s + " ";
+  EXPECT_EQ(plain.find("docker"), std::string::npos);
+  c.docker_disk = "/state/sandboxes/box1/docker.img";
+  auto args = QemuBackend().Args(c);
+  std::string joined;
+  for (const auto& s : args) joined += s + " ";
+  EXPECT_NE(joined.find("file=/state/sandboxes/box1/docker.img,format=raw,if=none,id=docker"),
+            std::string::npos);
+  EXPECT_NE(joined.find("virtio-blk-device,drive=docker,serial=airlock-docker"),
+            std::string::npos);
+  // The root disk stays the first block device (the guest's /dev/vda).
+  EXPECT_LT(joined.find("drive=root"), joined.find("drive=docker"));
+  EXPECT_NE(After(args, "-append").find("airlock.docker=1"), std::string::npos);
+}
+
 TEST(KernelCmdlineTest, CarriesTscAndName) {
   std::string c = KernelCmdline("box1", 2445408, false);
   EXPECT_NE(c.find("tsc_early_khz=2445408"), std::string::npos);

@@ -61,6 +61,8 @@ absl::StatusOr<vmm::ImageRef> SandboxManager::InstallAgentImage(const std::strin
       absl::StrCat("install-", agent, "-", absl::Hex(rd() & 0xffffff, absl::kZeroPad6));
   spec.set_name(builder);
   spec.set_agent(agent);
+  // The install needs no Docker Engine (the image keeps the packages).
+  spec.set_docker(vmm::DOCKER_OFF);
   spec.set_template_(sb.kit_plan().image().empty() ? "agent" : sb.kit_plan().image());
   if (auto it = sb.spec().kit_args().find("version"); it != sb.spec().kit_args().end()) {
     (*spec.mutable_kit_args())["version"] = it->second;

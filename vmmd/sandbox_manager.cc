@@ -24,6 +24,7 @@
 #include "protos/proxy/v1/proxy.grpc.pb.h"
 #include "protos/secrets/v1/secrets.grpc.pb.h"
 #include "vmmd/agent_image.h"
+#include "vmmd/docker_setup.h"
 #include "vmmd/guest_run.h"
 #include "vmmd/images.h"
 
@@ -145,6 +146,7 @@ VmConfig SandboxManager::ConfigFor(const vmm::Sandbox& sb) const {
   c.vmm_log = c.dir + "/vmm.log";
   for (const Share& s : SharesOf(sb)) c.shares.push_back({s.tag, s.socket});
   c.ensure_agent_user = !sb.image().digest().empty() && sb.image().config().user().empty();
+  if (HasDocker(sb.spec())) c.docker_disk = c.dir + "/docker.img";
   return c;
 }
 
@@ -253,6 +255,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
     spec.set_name(absl::StrCat(spec.agent(), "-", absl::Hex(rd() & 0xffffff, absl::kZeroPad6)));
   }
   if (absl::Status s = ValidateName(spec.name()); !s.ok()) return s;
+  if (absl::Status s = ResolveDocker(&spec, IsBuiltinAgent(spec.agent())); !s.ok()) return s;
   // Kits first: their resources and ports shape the rest. policyd records
   // the grant now; every refusal below drops it again.
   struct KitGrant {
@@ -353,8 +356,17 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
           "agent` (then `airlock daemon restart`) or pass -t IMAGE with Node.js and npm"));
     }
   }
+  // A plain sandbox with Docker starts from the template that has it.
+  bool docker_template = HasDocker(spec) && spec.template_().empty();
+  if (docker_template) spec.set_template_(kDockerTemplate);
   absl::StatusOr<StoredImage> image =
       install_agent ? absl::StatusOr<StoredImage>(StoredImage{}) : images_->Resolve(spec.template_());
+  if (!image.ok() && docker_template && absl::IsNotFound(image.status())) {
+    return absl::FailedPreconditionError(
+        "--docker starts from the docker template, which the store does not have; build it "
+        "with `sudo tools/build_images.sh docker` (then `airlock daemon restart`), or pass "
+        "-t IMAGE with Debian's docker.io");
+  }
   if (!image.ok()) return image.status();
   if (spec.template_().empty()) spec.set_template_(image->name);
   if (spec.mounts_size() > 0) {
@@ -500,6 +512,14 @@ absl::Status SandboxManager::PrepareDisk(const std::string& name) {
   }
   absl::StatusOr<std::string> base = BootDiskFor(name, image);
   absl::Status s = base.ok() ? CreateOverlay(*base, dir + "/disk.qcow2") : base.status();
+  if (s.ok()) {
+    vmm::SandboxSpec spec;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      spec = records_[name].sb.spec();
+    }
+    if (HasDocker(spec)) s = MakeDockerDisk(dir + "/docker.img", spec.docker_disk_mib());
+  }
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot prepare the disk: ", s.message()));
   }
@@ -686,6 +706,12 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       (void)Update(name, "attaching egress", [](vmm::Sandbox&) {});
       if (absl::Status es = AttachEgress(name, config); !es.ok()) {
         return absl::UnavailableError(FailureReason(name, std::string(es.message())));
+      }
+      if (mount_shares && HasDocker(sb.spec())) {
+        (void)Update(name, "starting dockerd", [](vmm::Sandbox&) {});
+        if (absl::Status ds = StartDocker(name, *channel); !ds.ok()) {
+          return absl::Status(ds.code(), FailureReason(name, std::string(ds.message())));
+        }
       }
       if (mount_shares) {
         if (absl::Status ks = ApplyKitsAtBoot(name, *channel); !ks.ok()) {

@@ -189,6 +189,9 @@ class SandboxManager {
   // its CA in the guest); a boot fails without it. DetachEgress is best
   // effort.
   absl::Status AttachEgress(const std::string& name, const VmConfig& config);
+  // StartDocker (sandbox_docker.cc) mounts the docker disk and starts
+  // dockerd in a booting guest whose spec has Docker, and waits for it.
+  absl::Status StartDocker(const std::string& name, std::shared_ptr<grpc::Channel> agent);
   void DetachEgress(const std::string& name);
   // ForgetSecrets tells secretsd the sandbox is gone; rm stops when it
   // cannot.
