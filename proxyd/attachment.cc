@@ -114,14 +114,14 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   void WatchEgress();
   void Carry(std::shared_ptr<grpc::Channel> channel, agentpb::EgressConnection c);
   void AnswerDns(agentpb::Egress::Stub* stub, const agentpb::DnsQuery& q);
-  // Credentials asks secretsd what to place in a request to `host`; none
+  // Credentials asks secretsd what to place in a request to `host`:`port`; none
   // when secretsd has none or cannot be reached (the request then carries
   // only the sentinel, never anything else).
-  std::vector<Placement> Credentials(const std::string& host);
+  std::vector<Placement> Credentials(const std::string& host, uint16_t port);
   // InterceptForCredentials turns an outright allow into an inspected one
   // when a credential applies to the host, so it can be placed, or when the
   // operator has proxyd terminate TLS for it.
-  void InterceptForCredentials(const std::string& host, Verdict* v);
+  void InterceptForCredentials(const std::string& host, uint16_t port, Verdict* v);
 
   // Decide asks the current snapshot. `host` is a name, or "" with `addr`.
   Verdict Decide(const std::string& host, const Address* addr, uint16_t port, bool http,
@@ -415,7 +415,7 @@ void Attachment::State::Record(const std::string& host, uint16_t port, const std
   px->log->Record(std::move(d));
 }
 
-std::vector<Placement> Attachment::State::Credentials(const std::string& host) {
+std::vector<Placement> Attachment::State::Credentials(const std::string& host, uint16_t port) {
   std::vector<Placement> out;
   if (px->secretsd == nullptr) return out;
   auto stub = airlock::secrets::v1::Secrets::NewStub(px->secretsd);
@@ -424,6 +424,7 @@ std::vector<Placement> Attachment::State::Credentials(const std::string& host) {
   airlock::secrets::v1::ResolveRequest req;
   req.set_sandbox(sandbox);
   req.set_host(host);
+  req.set_port(port);
   airlock::secrets::v1::ResolveResponse resp;
   grpc::Status s = stub->Resolve(&ctx, req, &resp);
   if (!s.ok()) {
@@ -442,10 +443,11 @@ std::vector<Placement> Attachment::State::Credentials(const std::string& host) {
   return out;
 }
 
-void Attachment::State::InterceptForCredentials(const std::string& host, Verdict* v) {
+void Attachment::State::InterceptForCredentials(const std::string& host, uint16_t port,
+                                                Verdict* v) {
   Address literal{};
   if (!v->allow || v->inspect || policyd::ParseAddress(host, &literal)) return;
-  if (px->network.TerminatesTls(host) || !Credentials(host).empty()) v->inspect = true;
+  if (px->network.TerminatesTls(host) || !Credentials(host, port).empty()) v->inspect = true;
 }
 
 void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::DnsQuery& q) {
@@ -597,7 +599,7 @@ bool Attachment::State::HandleForward(Stream& client) {
   bool is_ip = policyd::ParseAddress(target->host, &literal);
   Verdict v =
       Decide(is_ip ? "" : target->host, is_ip ? &literal : nullptr, target->port, false, "", "");
-  InterceptForCredentials(target->host, &v);
+  InterceptForCredentials(target->host, target->port, &v);
   if (!v.allow && !v.inspect) {
     Record(target->host, target->port, "", "", v, pb::FORWARD);
     client.WriteAll(DenyResponse(target->host, target->port, v.rule_text, v.rule_id, v.reason));
@@ -631,7 +633,7 @@ bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, u
   std::string shown = name.empty() ? AddressText(addr) : name;
   Verdict v = name.empty() ? Decide("", &addr, port, false, "", "")
                            : Decide(name, nullptr, port, false, "", "");
-  if (!name.empty()) InterceptForCredentials(name, &v);
+  if (!name.empty()) InterceptForCredentials(name, port, &v);
   if (v.allow && !v.inspect) {
     if (name.empty() && IsSynthetic(addr)) {
       v.allow = false;
@@ -842,7 +844,7 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   // Never over cleartext: a credential goes only inside TLS to a verified
   // upstream.
   std::vector<Placement> creds =
-      is_ip || !client.tls() ? std::vector<Placement>() : Credentials(host);
+      is_ip || !client.tls() ? std::vector<Placement>() : Credentials(host, port);
   if (!creds.empty()) {
     auto head_placed = InjectHead(&*req, creds);
     absl::Status st = head_placed.status();

@@ -66,9 +66,11 @@ absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
       std::string current = out.Get(format->header);
       // The guest's own value stays; the sentinel (bare, as a bearer token,
       // inside a template's text or inside basic credentials) is replaced,
-      // and so is a missing one.
-      bool sentinel = current.empty() || absl::StrContains(current, c.sentinel);
-      if (!sentinel && absl::StartsWith(absl::AsciiStrToLower(current), "basic ")) {
+      // and so is a missing one. A credential with no sentinel (a registry
+      // credential) only fills a missing header.
+      bool has = !c.sentinel.empty();
+      bool sentinel = current.empty() || (has && absl::StrContains(current, c.sentinel));
+      if (!sentinel && has && absl::StartsWith(absl::AsciiStrToLower(current), "basic ")) {
         std::string decoded;
         sentinel = absl::Base64Unescape(absl::StripAsciiWhitespace(current.substr(6)), &decoded) &&
                    absl::StrContains(decoded, c.sentinel);

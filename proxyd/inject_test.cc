@@ -58,6 +58,24 @@ TEST(InjectHeadTest, BasicAuthForGit) {
   EXPECT_EQ(own.Get("Authorization"), "Basic " + Base64("me:mine"));
 }
 
+// A registry credential has no sentinel: it fills a missing Authorization
+// (dockerd's first request) and never takes the place of the engine's own
+// (a Bearer token from the registry's token service).
+TEST(InjectHeadTest, RegistryCredentialOnlyFillsTheGap) {
+  const Placement registry{"registry:reg.test:5000@global", "", "s3cret", "basic:alice"};
+  RequestHead missing = Req({}, "/v2/");
+  ASSERT_TRUE(InjectHead(&missing, {registry}).ok());
+  EXPECT_EQ(missing.Get("Authorization"), "Basic " + Base64("alice:s3cret"));
+  RequestHead bearer = Req({{"Authorization", "Bearer eyJ-token"}}, "/v2/o/r/manifests/1");
+  auto placed = InjectHead(&bearer, {registry});
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(bearer.Get("Authorization"), "Bearer eyJ-token");
+  EXPECT_TRUE(placed->empty());
+  RequestHead basic = Req({{"Authorization", "Basic " + Base64("bob:other")}});
+  ASSERT_TRUE(InjectHead(&basic, {registry}).ok());
+  EXPECT_EQ(basic.Get("Authorization"), "Basic " + Base64("bob:other"));
+}
+
 TEST(InjectHeadTest, ReplaceSwapsPlaceholdersInHeadersAndTarget) {
   RequestHead r = Req({{"X-Token", "t=sbx-cs-0123456789abcdef"}, {"Other", "x"}},
                       "/q?key=sbx-cs-0123456789abcdef");

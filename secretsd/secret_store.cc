@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "proxyd/inject_format.h"
 #include "secretsd/key_file.h"
+#include "secretsd/registry_placement.h"
 #include "secretsd/services.h"
 #include "secretsd/validation.h"
 
@@ -51,6 +52,8 @@ namespace {
 //   secrets.registry (step 4) host[:port] of a registry secret (scope
 //                    global; service, env, hosts and sentinel empty); ''
 //                    for every other secret, those stored before included.
+//   sandboxes.registry_credentials (step 5) 1: the sandbox's Docker Engine
+//                    pulls with the registry secrets (Resolve).
 const std::vector<std::string>& Schema() {
   static const std::vector<std::string>* steps = new std::vector<std::string>{
       "CREATE TABLE secrets (serial INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
@@ -67,6 +70,7 @@ const std::vector<std::string>& Schema() {
       "PRIMARY KEY (sandbox, service))",
       "ALTER TABLE kit_bindings ADD COLUMN suppress INTEGER NOT NULL DEFAULT 0",
       "ALTER TABLE secrets ADD COLUMN registry TEXT NOT NULL DEFAULT ''",
+      "ALTER TABLE sandboxes ADD COLUMN registry_credentials INTEGER NOT NULL DEFAULT 0",
   };
   return *steps;
 }
@@ -496,9 +500,11 @@ absl::StatusOr<bool> SecretStore::Registered(const std::string& sandbox) {
   return !rows->empty();
 }
 
-absl::Status SecretStore::Register(const std::string& sandbox, bool with_globals) {
-  if (absl::Status s =
-          db_->Exec("INSERT INTO sandboxes (name, registered_at) VALUES (?, ?)", {sandbox, Now()});
+absl::Status SecretStore::Register(const std::string& sandbox, bool with_globals,
+                                   bool registry_credentials) {
+  if (absl::Status s = db_->Exec(
+          "INSERT INTO sandboxes (name, registered_at, registry_credentials) VALUES (?, ?, ?)",
+          {sandbox, Now(), with_globals && registry_credentials ? "1" : "0"});
       !s.ok()) {
     return s;
   }
@@ -597,9 +603,17 @@ absl::Status SecretStore::Delete(const std::string& id) {
 }
 
 absl::StatusOr<std::map<std::string, std::string>> SecretStore::Sentinels(
-    const std::string& sandbox, bool without_globals) {
+    const std::string& sandbox, bool without_globals, bool registry_credentials) {
   if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
+  if (registry_credentials && !without_globals) {
+    auto registered = Registered(sandbox);
+    if (!registered.ok()) return registered.status();
+    if (!*registered) {
+      absl::Status s = InTransaction(db_, [&] { return Register(sandbox, true, true); });
+      if (!s.ok()) return s;
+    }
+  }
   auto rows = InEffect(sandbox, without_globals ? Unregistered::kRegisterBare
                                                 : Unregistered::kRegister);
   if (!rows.ok()) return rows.status();
@@ -629,7 +643,8 @@ absl::StatusOr<std::map<std::string, std::string>> SecretStore::Sentinels(
 }
 
 absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& sandbox,
-                                                             const std::string& host) {
+                                                             const std::string& host,
+                                                             uint16_t port) {
   if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
   if (host.empty()) return absl::InvalidArgumentError("host is required");
   auto h = NormalizeRequestHost(host);
@@ -674,6 +689,26 @@ absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& 
           absl::StrCat("secret ", r.id, " cannot be decrypted: ", value.status().message()));
     }
     out.push_back(Credential{r.id, r.sentinel, std::move(*value), format});
+  }
+  // Registry credentials, for a sandbox whose Docker Engine pulls with them.
+  auto docker = db_->Query("SELECT registry_credentials FROM sandboxes WHERE name = ?", {sandbox});
+  if (!docker.ok()) return docker.status();
+  if (docker->empty() || (*docker)[0][0] != "1") return out;
+  auto registries = Rows("registry != ''", {});
+  if (!registries.ok()) return registries.status();
+  for (const auto& r : *registries) {
+    if (!RegistryCredentialApplies(r.registry, *h, port)) continue;
+    auto value = secretsd::Open(key_, r.sealed, r.id);
+    if (!value.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("secret ", r.id, " cannot be decrypted: ", value.status().message()));
+    }
+    size_t colon = value->find(':');
+    if (colon == std::string::npos || colon == 0) {
+      return absl::DataLossError(absl::StrCat("secret ", r.id, " is not USERNAME:PASSWORD"));
+    }
+    out.push_back(
+        Credential{r.id, "", value->substr(colon + 1), "basic:" + value->substr(0, colon)});
   }
   return out;
 }

@@ -143,9 +143,12 @@ class SecretStore {
   // binding whose service has a secret in effect, mapped to that secret's
   // sentinel unless a secret already sets that variable. A service with a
   // suppressing Kit binding gives no variable.
-  // `without_globals` registers a new sandbox with no global secret.
+  // `without_globals` registers a new sandbox with no global secret;
+  // `registry_credentials` (ignored with it) registers one whose Docker
+  // Engine pulls with the registry secrets (see Resolve).
   absl::StatusOr<std::map<std::string, std::string>> Sentinels(const std::string& sandbox,
-                                                               bool without_globals = false);
+                                                               bool without_globals = false,
+                                                               bool registry_credentials = false);
 
   // Resolve returns the plaintext credentials in effect for `sandbox` whose
   // hosts match `host` (case, a trailing '.' and a ":port" ignored; a host
@@ -154,8 +157,11 @@ class SecretStore {
   // the entries' domains, with their formats, and a suppressing binding to
   // none. Callers must have established that proxyd asks. A sandbox never
   // registered by Sentinels (or BindKit) gets only its own secrets.
+  // A sandbox registered with registry credentials also gets each registry
+  // secret that RegistryCredentialApplies to `host` and `port` (0: 443),
+  // as "basic:USERNAME" with the password and no sentinel.
   absl::StatusOr<std::vector<Credential>> Resolve(const std::string& sandbox,
-                                                  const std::string& host);
+                                                  const std::string& host, uint16_t port = 0);
 
   // ResolveRegistry returns the credential stored for the registry `host`
   // (host[:port], case ignored); NOT_FOUND when there is none,
@@ -210,7 +216,8 @@ class SecretStore {
   absl::StatusOr<bool> Registered(const std::string& sandbox);
   // Register records `sandbox` as created now, with the globals that exist
   // now; the caller runs it in a transaction, for a sandbox not registered.
-  absl::Status Register(const std::string& sandbox, bool with_globals = true);
+  absl::Status Register(const std::string& sandbox, bool with_globals = true,
+                        bool registry_credentials = false);
   // Bindings is the Kit bindings of `sandbox`, by service.
   absl::StatusOr<std::map<std::string, KitBinding>> Bindings(const std::string& sandbox);
   // InEffect is the secrets that apply to `sandbox`, a sandbox secret

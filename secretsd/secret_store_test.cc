@@ -442,6 +442,39 @@ TEST_F(SecretStoreTest, ARegistrySecretIsGlobalAndOnlyResolvedForItsHost) {
   EXPECT_EQ(Ids(*store_->List("box2")), std::vector<std::string>{"github@global"});
 }
 
+// A sandbox with a Docker Engine gets the registry credentials from
+// Resolve (for proxyd to place), at the registry's host and port only, and
+// never as a sentinel or variable; other sandboxes never get them.
+TEST_F(SecretStoreTest, RegistryCredentialsResolveOnlyForDockerSandboxes) {
+  ASSERT_TRUE(store_->Set(Registry("reg.test:5000", "alice:s3cret")).ok());
+  ASSERT_TRUE(store_->Sentinels("docker1", false, true).ok());
+  ASSERT_TRUE(store_->Sentinels("plain1").ok());
+  ASSERT_TRUE(store_->Sentinels("install-1", true, true).ok());
+  auto creds = store_->Resolve("docker1", "reg.test", 5000);
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  ASSERT_EQ(creds->size(), 1u);
+  EXPECT_EQ((*creds)[0].id, "registry:reg.test:5000@global");
+  EXPECT_EQ((*creds)[0].format, "basic:alice");
+  EXPECT_EQ((*creds)[0].value, "s3cret");
+  EXPECT_EQ((*creds)[0].sentinel, "");
+  EXPECT_TRUE(store_->Resolve("docker1", "reg.test", 443)->empty());
+  EXPECT_TRUE(store_->Resolve("docker1", "other.test", 5000)->empty());
+  EXPECT_TRUE(store_->Resolve("plain1", "reg.test", 5000)->empty());
+  EXPECT_TRUE(store_->Resolve("install-1", "reg.test", 5000)->empty());
+  EXPECT_TRUE(store_->Resolve("never-registered", "reg.test", 5000)->empty());
+  EXPECT_TRUE(store_->Sentinels("docker1")->empty());
+  // Registered once: a second Sentinels call changes nothing; the flag
+  // survives a restart.
+  ASSERT_TRUE(store_->Sentinels("plain1", false, true).ok());
+  EXPECT_TRUE(store_->Resolve("plain1", "reg.test", 5000)->empty());
+  Reopen();
+  EXPECT_EQ(store_->Resolve("docker1", "reg.test", 5000)->size(), 1u);
+  // A credential set later applies at once (it is the host's, not a
+  // snapshot of creation), and a deleted one is gone from the next request.
+  ASSERT_TRUE(store_->Delete("registry:reg.test:5000@global").ok());
+  EXPECT_TRUE(store_->Resolve("docker1", "reg.test", 5000)->empty());
+}
+
 TEST_F(SecretStoreTest, RegistryValidationNamesTheFieldAndNeverTheValue) {
   const std::string v = "VALUE-0cc175b9c0f1b6a831c399e269772661";
   for (const char* host : {"ghcr.io:", "ghcr.io:0", "ghcr.io:65536", "ghcr.io:080", "ghcr.io:+80",
@@ -505,6 +538,7 @@ TEST_F(SecretStoreTest, AStateFileFromBeforeRegistrySecretsStaysReadable) {
   ASSERT_TRUE(store_->Sentinels("box1").ok());
   // Make it a state file of schema step 3: no registry column.
   ASSERT_TRUE(db_->Exec("ALTER TABLE secrets DROP COLUMN registry").ok());
+  ASSERT_TRUE(db_->Exec("ALTER TABLE sandboxes DROP COLUMN registry_credentials").ok());
   ASSERT_TRUE(db_->Exec("PRAGMA user_version = 3").ok());
   Reopen();
 

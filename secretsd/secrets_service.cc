@@ -96,7 +96,8 @@ grpc::Status SecretsService::Delete(grpc::ServerContext*, const pb::DeleteReques
 
 grpc::Status SecretsService::Sentinels(grpc::ServerContext*, const pb::SentinelsRequest* req,
                                        pb::SentinelsResponse* resp) {
-  auto env = store_->Sentinels(req->sandbox(), req->without_globals());
+  auto env = store_->Sentinels(req->sandbox(), req->without_globals(),
+                               req->registry_credentials());
   if (!env.ok()) return ToGrpc(env.status());
   for (const auto& [name, sentinel] : *env) (*resp->mutable_env())[name] = sentinel;
   return grpc::Status::OK;
@@ -114,7 +115,10 @@ grpc::Status SecretsService::Resolve(grpc::ServerContext* ctx, const pb::Resolve
                                          {"host", req->host()}});
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "only proxyd may resolve secrets");
   }
-  auto creds = store_->Resolve(req->sandbox(), req->host());
+  if (req->port() > 65535) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "port must be at most 65535");
+  }
+  auto creds = store_->Resolve(req->sandbox(), req->host(), static_cast<uint16_t>(req->port()));
   if (!creds.ok()) {
     if (creds.status().code() == absl::StatusCode::kDataLoss) {
       AIRLOCK_LOG_ERROR("resolve failed", {{"sandbox", req->sandbox()},

@@ -51,7 +51,15 @@ absl::Status MakeDockerDisk(const std::string& path, uint64_t mib) {
   // Inode tables are written now (as holes where they are zero), the
   // journal lazily: the image stays sparse and the guest does no
   // background initialization.
-  CommandResult r = RunCommand({"mkfs.ext4", "-q", "-F", "-m", "0", "-L", "docker", "-E",
+  // e2fsprogs lives in sbin, which a daemon's PATH may lack.
+  std::string mkfs = "mkfs.ext4";
+  for (const char* p : {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"}) {
+    if (access(p, X_OK) == 0) {
+      mkfs = p;
+      break;
+    }
+  }
+  CommandResult r = RunCommand({mkfs, "-q", "-F", "-m", "0", "-L", "docker", "-E",
                                 "lazy_itable_init=0,lazy_journal_init=1", tmp},
                                {}, "", 120);
   if (r.exit_code != 0) {
@@ -70,10 +78,12 @@ absl::Status MakeDockerDisk(const std::string& path, uint64_t mib) {
 
 // $1: the disk's serial.
 const char kDockerPrepareScript[] = R"SH(set -e
-command -v dockerd >/dev/null 2>&1 || {
-  echo "this image has no dockerd: use the docker template (no -t), an image with Debian's docker.io, or --no-docker" >&2
-  exit 3
-}
+for tool in dockerd docker; do
+  command -v "$tool" >/dev/null 2>&1 || {
+    echo "this image has no $tool: use the docker template (no -t), an image with Debian's docker.io and docker-cli, or --no-docker" >&2
+    exit 3
+  }
+done
 dev=
 for d in /sys/block/vd*; do
   if [ "$(cat "$d/serial" 2>/dev/null)" = "$1" ]; then dev=/dev/${d##*/}; fi
@@ -101,13 +111,14 @@ std::vector<std::string> DockerdCommand() {
 }
 
 std::string DockerWaitScript(int timeout_s) {
-  return absl::StrCat(R"SH(i=0
-while [ "$i" -lt )SH", timeout_s * 10, R"SH( ]; do
+  return absl::StrCat("deadline=$(( $(date +%s) + ", timeout_s, R"SH( ))
+started=$(date +%s)
+while [ "$(date +%s)" -lt "$deadline" ]; do
   if [ -S /var/run/docker.sock ] && docker version >/dev/null 2>&1; then exit 0; fi
-  if [ "$i" -gt 20 ] && ! pgrep -x dockerd >/dev/null; then
+  if [ "$(date +%s)" -gt "$((started + 2))" ] && ! pgrep -x dockerd >/dev/null; then
     echo "dockerd exited:" >&2; tail -n 15 /var/log/dockerd.log >&2; exit 1
   fi
-  sleep 0.1; i=$((i + 1))
+  sleep 0.2
 done
 echo "dockerd did not answer within )SH", timeout_s, R"SH( s:" >&2
 tail -n 15 /var/log/dockerd.log >&2

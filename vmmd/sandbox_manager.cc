@@ -429,8 +429,8 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
     }
   }
   // secretsd records the sandbox as created now: global secrets set later
-  // do not apply to it.
-  if (auto registered = SecretSentinels(spec.name()); !registered.ok()) {
+  // do not apply to it. Its Docker Engine pulls with the registry secrets.
+  if (auto registered = SecretSentinels(spec.name(), false, HasDocker(spec)); !registered.ok()) {
     return registered.status();
   }
 
@@ -768,7 +768,7 @@ absl::Status SandboxManager::AttachEgress(const std::string& name, const VmConfi
 }
 
 absl::StatusOr<std::map<std::string, std::string>> SandboxManager::SecretSentinels(
-    const std::string& name, bool without_globals) {
+    const std::string& name, bool without_globals, bool registry_credentials) {
   std::map<std::string, std::string> out;
   auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
   grpc::ClientContext ctx;
@@ -776,6 +776,7 @@ absl::StatusOr<std::map<std::string, std::string>> SandboxManager::SecretSentine
   airlock::secrets::v1::SentinelsRequest req;
   req.set_sandbox(name);
   req.set_without_globals(without_globals);
+  req.set_registry_credentials(registry_credentials);
   airlock::secrets::v1::SentinelsResponse resp;
   grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
   if (absl::Status e = DaemonCallError("secretsd", options_.secretsd_socket,

@@ -80,9 +80,10 @@ class SandboxManager {
   // variable -> sentinel, never a value; UNAVAILABLE when secretsd does not
   // answer (an exec without them would fail confusingly later).
   // `without_globals` registers a sandbox new to secretsd with none of the
-  // global secrets.
+  // global secrets; `registry_credentials` one whose Docker Engine pulls
+  // with the registry secrets (proxyd places them).
   absl::StatusOr<std::map<std::string, std::string>> SecretSentinels(
-      const std::string& name, bool without_globals = false);
+      const std::string& name, bool without_globals = false, bool registry_credentials = false);
   absl::StatusOr<airlock::vmm::v1::Sandbox> Get(const std::string& name);
   std::vector<airlock::vmm::v1::Sandbox> List();
   // Start boots a STOPPED or FAILED sandbox in the background.
