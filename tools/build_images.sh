@@ -173,8 +173,9 @@ build_template() { build_rootfs base "$SUITE" "$BASE_PACKAGES"; }
 # suite), npm, python3, git, curl, ripgrep and build-essential.
 AGENT_SUITE=${AIRLOCK_AGENT_SUITE:-sid}
 # Debian's Docker Engine, its CLI with buildx, its runtime and Compose (v2, the `docker compose`
-# plugin); the sysusers alternative keeps systemd itself out.
-DOCKER_PACKAGES="docker.io docker-cli docker-buildx containerd runc docker-compose iptables systemd-standalone-sysusers"
+# plugin); the sysusers alternative keeps systemd itself out; a static
+# busybox makes a one-file base image offline (`docker import`).
+DOCKER_PACKAGES="docker.io docker-cli docker-buildx containerd runc docker-compose iptables systemd-standalone-sysusers busybox-static"
 build_docker_template() { build_rootfs docker "$AGENT_SUITE" "$BASE_PACKAGES" "$DOCKER_PACKAGES"; }
 build_agent_template() {
   build_rootfs agent "$AGENT_SUITE" "$BASE_PACKAGES" \
