@@ -138,13 +138,23 @@ TEST_F(AgentsE2ETest, SecondRunStartsFromTheImageWithoutTheNetwork) {
 
 TEST_F(AgentsE2ETest, ACommandAfterDashesReplacesTheAgentsCommand) {
   auto r = Airlock({"run", "--rm", "--name", "cmd", "claude", "--", "sh", "-c",
-                    "id -un; pwd; node --version; command -v claude"});
+                    "id -un; pwd; node --version; command -v claude; "
+                    "docker info --format 'engine {{.Name}}'"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(absl::StartsWith(r.out, "agent\n/home/agent/workspace\nv")) << r.out;
   // Node.js 22 or later: what every listed agent CLI accepts.
   size_t v = r.out.find("\nv") + 2;
   EXPECT_GE(std::stoi(r.out.substr(v)), 22) << r.out;
   EXPECT_NE(r.out.find("/usr/local/bin/claude"), std::string::npos) << r.out;
+  // A built-in agent has its own Docker Engine by default.
+  EXPECT_NE(r.out.find("engine cmd\n"), std::string::npos) << r.out;
+}
+
+TEST_F(AgentsE2ETest, NoDockerLeavesTheEngineOut) {
+  auto r = Airlock({"run", "--rm", "--no-docker", "--name", "nodock", "claude", "--", "sh", "-c",
+                    "test -S /var/run/docker.sock; echo socket=$?; ls /var/lib/docker | wc -l"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "socket=1\n0\n") << r.out;
 }
 
 TEST_F(AgentsE2ETest, WithoutASecretTheAgentShowsItsOwnSignInMessage) {
