@@ -28,7 +28,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from benchlib import cli, mmm, run, timed
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--installs", type=int, default=2)
@@ -44,28 +45,7 @@ tmp = tempfile.mkdtemp(prefix="airlock-abench-", dir="/tmp")
 env = dict(os.environ, AIRLOCK_RUNTIME_DIR=tmp + "/run", AIRLOCK_STATE_DIR=tmp + "/state")
 PKG = "@anthropic-ai/claude-code"
 TAG = "agents/claude:" + args.version
-
-
-def run(argv, **kw):
-    r = subprocess.run(argv, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed ({r.returncode}): {r.stdout[-500:]} {r.stderr[-2000:]}")
-    return r
-
-
-def airlock(*a):
-    return run([args.airlock, *a], env=env)
-
-
-def timed(fn):
-    t = time.monotonic()
-    fn()
-    return time.monotonic() - t
-
-
-def mmm(values, unit="s", fmt="%.2f"):
-    return "min %s / median %s / max %s %s" % (fmt % min(values), fmt % statistics.median(values),
-                                               fmt % max(values), unit)
+airlock = cli(args.airlock, env)
 
 
 def image_size(name):

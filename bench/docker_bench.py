@@ -15,19 +15,23 @@ In one run, with its own daemons (runtime and state dirs of its own):
               docker-registry, TLS from a bench CA) through proxyd (its
               CONNECT, TLS terminated to place the registry credential), vs
               `skopeo copy` of the same image by the host, directly, to an
-              OCI directory.
+              OCI directory; and `curl` in the guest of the image's layer
+              blob through the same path (the transfer alone, without the
+              engine's decompression, hashing and unpacking).
 
 Each figure is min/median/max over --runs, and each ratio is of medians.
 usage: bench/docker_bench.py [--runs N] [--pull-mib N] [--airlock PATH]
 """
 import argparse
+import json
 import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
+
+from benchlib import cli, make_certs, mmm, run, timed
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=3)
@@ -41,43 +45,16 @@ args = ap.parse_args()
 tmp = tempfile.mkdtemp(prefix="airlock-dbench-", dir="/tmp")
 env = dict(os.environ, AIRLOCK_RUNTIME_DIR=tmp + "/run", AIRLOCK_STATE_DIR=tmp + "/state")
 USER, PASSWORD = "bench", "bench-pull-password"
-
-
-def run(argv, **kw):
-    r = subprocess.run(argv, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed ({r.returncode}): {r.stdout[-500:]} {r.stderr[-2000:]}")
-    return r
-
-
-def airlock(*a):
-    return run([args.airlock, *a], env=env)
+airlock = cli(args.airlock, env)
 
 
 def sh(name, script):
     return airlock("exec", name, "--", "sh", "-c", script)
 
 
-def timed(fn):
-    t = time.monotonic()
-    fn()
-    return time.monotonic() - t
-
-
-def mmm(values, unit="s", fmt="%.2f"):
-    return "min %s / median %s / max %s %s" % (fmt % min(values), fmt % statistics.median(values),
-                                               fmt % max(values), unit)
-
-
 registry = None
 try:
-    run(["sh", "-c", f"cd {tmp} && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
-         "-nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=bench CA' 2>/dev/null && "
-         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout up.key "
-         "-out up.csr -subj /CN=registry.bench 2>/dev/null && printf "
-         "'subjectAltName=DNS:registry.bench,DNS:localhost\\n' > ext && openssl x509 -req "
-         "-in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out up.pem -days 2 -extfile ext "
-         "2>/dev/null"])
+    make_certs(tmp, ["registry.bench", "localhost"])
     ready = tmp + "/registry.port"
     registry = subprocess.Popen(["python3", os.path.join(top, "tests/fixtures/registry.py"),
                                  "--dir", tmp + "/registry", "--tls", tmp + "/up.pem",
@@ -120,6 +97,11 @@ try:
     runs = [timed(lambda: sh(box, "docker run --rm bench:1 true")) for _ in range(args.runs)]
     execs = [timed(lambda: airlock("exec", box, "--", "true")) for _ in range(args.runs)]
     ref = f"{registry_host}/bench/big:v1"
+    manifest = json.load(open(os.path.join(tmp, "img", "blobs", "sha256", json.load(
+        open(tmp + "/img/index.json"))["manifests"][0]["digest"][7:])))
+    blob_url = f"https://{registry_host}/v2/bench/big/blobs/{manifest['layers'][0]['digest']}"
+    transfers = [timed(lambda: sh(box, f"curl -sSf -o /dev/null {blob_url}"))
+                 for _ in range(args.runs)]
     pulls, skopeos = [], []
     for i in range(args.runs):
         pulls.append(timed(lambda: sh(box, f"docker pull -q {ref} >/dev/null")))
@@ -143,6 +125,8 @@ try:
     print(f"  pull:       docker pull via proxyd      {mmm(pulls)}")
     print(f"              skopeo copy on the host     {mmm(skopeos)}")
     print(f"              ratio                       {med(pulls) / med(skopeos):.2f}")
+    print(f"  transfer:   curl of the layer via proxyd {mmm(transfers)} "
+          f"({args.pull_mib / med(transfers):.1f} MiB/s)")
 finally:
     subprocess.run([args.airlock, "rm", "-f", "--all"], env=env, capture_output=True)
     subprocess.run([args.airlock, "daemon", "stop"], env=env, capture_output=True)

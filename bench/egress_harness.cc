@@ -23,7 +23,7 @@
 #include "common/client.h"
 #include "common/fd_io.h"
 #include "guest/egress.h"
-#include "guest/hello.h"
+#include "common/channel_hello.h"
 #include "protos/proxy/v1/proxy.grpc.pb.h"
 
 namespace {
@@ -35,12 +35,12 @@ void ServeHello(grpc::Server* server, int listen_fd) {
     std::string line;
     char c;
     while (read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
-    std::string prefix = airlock::guest::kHelloPrefix;
+    std::string prefix = airlock::kHelloPrefix;
     if (line.compare(0, prefix.size(), prefix) != 0) {
       close(fd);
       continue;
     }
-    std::string ok = std::string(airlock::guest::kOkPrefix) + line.substr(prefix.size()) + "\n";
+    std::string ok = std::string(airlock::kOkPrefix) + line.substr(prefix.size()) + "\n";
     airlock::WriteAll(fd, ok);
     // gRPC's poller needs a non-blocking socket (guest/channel.cc does the
     // same); a blocking one wedges its first read.

@@ -26,9 +26,10 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
+
+from benchlib import cli, make_certs, mmm, run, timed
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=3)
@@ -44,39 +45,13 @@ image_dir = os.environ.get("AIRLOCK_IMAGE_DIR",
                            os.path.expanduser("~/.cache/airlock/images"))
 tmp = tempfile.mkdtemp(prefix="airlock-ibench-", dir="/tmp")
 env = dict(os.environ, AIRLOCK_RUNTIME_DIR=tmp + "/run", AIRLOCK_STATE_DIR=tmp + "/state")
-
-
-def run(argv, **kw):
-    r = subprocess.run(argv, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed ({r.returncode}): {r.stderr}")
-    return r
-
-
-def airlock(*a):
-    return run([args.airlock, *a], env=env)
-
-
-def timed(fn):
-    t = time.monotonic()
-    fn()
-    return time.monotonic() - t
-
-
-def mmm(values, unit="s", fmt="%.2f"):
-    return "min %s / median %s / max %s %s" % (fmt % min(values), fmt % statistics.median(values),
-                                               fmt % max(values), unit)
+airlock = cli(args.airlock, env)
 
 
 registry = None
 try:
     # Certificates, the registry, the image.
-    run(["sh", "-c", f"cd {tmp} && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
-         "-nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=bench CA' 2>/dev/null && "
-         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout up.key "
-         "-out up.csr -subj /CN=localhost 2>/dev/null && printf 'subjectAltName=DNS:localhost\\n'"
-         " > ext && openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-         "-out up.pem -days 2 -extfile ext 2>/dev/null"])
+    make_certs(tmp, ["localhost"])
     ready = tmp + "/registry.port"
     registry = subprocess.Popen(["python3", os.path.join(top, "tests/fixtures/registry.py"),
                                  "--dir", tmp + "/registry", "--tls", tmp + "/up.pem",

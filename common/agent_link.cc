@@ -13,7 +13,7 @@
 #include <grpcpp/create_channel_posix.h>
 
 #include "absl/strings/str_cat.h"
-#include "guest/hello.h"
+#include "common/channel_hello.h"
 
 namespace airlock {
 
@@ -59,7 +59,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds t
   while (steady_clock::now() < deadline) {
     std::string nonce = absl::StrCat(rd(), rd());
     sent.push_back(nonce);
-    std::string hello = absl::StrCat(airlock::guest::kHelloPrefix, nonce, "\n");
+    std::string hello = absl::StrCat(airlock::kHelloPrefix, nonce, "\n");
     if (write(fd, hello.data(), hello.size()) != static_cast<ssize_t>(hello.size())) break;
     auto attempt_end = std::min(deadline, steady_clock::now() + milliseconds(3000));
     while (steady_clock::now() < attempt_end) {
@@ -78,7 +78,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds t
       buf.push_back(c);
       if (c != '\n') continue;
       std::string answered;
-      while (airlock::guest::FindLine(&buf, airlock::guest::kOkPrefix, &answered)) {
+      while (airlock::FindLine(&buf, airlock::kOkPrefix, &answered)) {
         for (const auto& s : sent) {
           if (s != answered) continue;
           fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);

@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "guest/hello.h"
+#include "common/channel_hello.h"
 
 namespace airlock::guest {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "proxyd/inject_format.h"
+#include "common/inject_format.h"
 
 namespace airlock::proxyd {
 

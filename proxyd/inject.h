@@ -26,7 +26,7 @@ struct Placement {
   // "bearer": Authorization: Bearer <value>;
   // "basic:<user>": Authorization: Basic base64(<user>:<value>);
   // "replace": every occurrence of the sentinel is swapped for the value.
-  // ParseFormat (inject_format.h) has the exact rules.
+  // ParseFormat (common/inject_format.h) has the exact rules.
   std::string format;
 };
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "proxyd/inject_format.h"
+#include "common/inject_format.h"
 #include "secretsd/key_file.h"
 #include "secretsd/registry_placement.h"
 #include "secretsd/services.h"
@@ -274,7 +274,7 @@ absl::StatusOr<std::vector<KitBinding>> ValidateBindings(const std::string& sand
                                 "); a kit cannot send a stored secret elsewhere"));
       }
       // The formats proxyd places, by proxyd's own parser.
-      auto format = proxyd::ParseFormat(b.inject[j].format);
+      auto format = ParseFormat(b.inject[j].format);
       if (!format.ok()) return bad(absl::StrCat(at, format.status().message()));
       // "replace" swaps the sentinel anywhere in the request, body included:
       // with a built-in service's shared sentinel the guest could have the

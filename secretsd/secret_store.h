@@ -175,7 +175,7 @@ class SecretStore {
   // checks everything before changing anything: INVALID_ARGUMENT names the
   // field ("credentials[1]: inject[0].format ...") for a bad sandbox name,
   // service handle (ValidateServiceHandle), env (ValidateKitEnvName),
-  // domain (NormalizeHostName) or format (proxyd::ParseFormat), a service
+  // domain (NormalizeHostName) or format (ParseFormat, common/inject_format.h), a service
   // bound twice, a domain listed twice in one binding, a domain of a
   // built-in service that is not one of its hosts (HostMatches, as Resolve
   // matches), a suppressing binding with env or inject entries, or more

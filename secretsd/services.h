@@ -19,7 +19,7 @@ namespace airlock::secretsd {
 //                               value
 // The header formats fill the header when the guest left it out or sent the
 // sentinel in it; a value of the guest's own is left alone. The exact rules
-// are proxyd::ParseFormat's (proxyd/inject_format.h), which secretsd applies
+// are ParseFormat's (common/inject_format.h), which secretsd applies
 // to a Kit's formats.
 inline constexpr char kFormatBearer[] = "bearer";
 inline constexpr char kFormatReplace[] = "replace";

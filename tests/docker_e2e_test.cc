@@ -29,7 +29,8 @@ constexpr char kUser[] = "puller";
 constexpr char kPassword[] = "s3cret-docker-pull-password";
 
 // Makes box:1 inside the guest from its own files: busybox (sh, wget,
-// httpd) and curl with its libraries, plus a page for httpd to serve.
+// httpd, nc) and curl with its libraries, the public CA bundle, and a page
+// for httpd to serve.
 constexpr char kMakeBox[] = R"SH(set -e
 r=$(mktemp -d)
 mkdir -p $r/bin $r/tmp $r/www $r/etc/ssl/certs
@@ -39,6 +40,8 @@ for f in /usr/bin/curl $(ldd /usr/bin/curl | grep -o '/[^ ]*'); do
   mkdir -p $r$(dirname $f); cp -L $f $r$f
 done
 echo "served by web" > $r/www/index.html
+# The public CAs only, as an image from a registry has them: not Airlock's.
+cat /usr/share/ca-certificates/mozilla/*.crt > $r/etc/ssl/certs/ca-certificates.crt
 tar -C $r -c . | docker import --change 'ENV PATH=/usr/bin:/bin' - box:1 >/dev/null
 rm -rf $r
 docker image inspect box:1 --format '{{.Id}}'
@@ -51,11 +54,16 @@ class DockerE2ETest : public ::testing::Test {
     env_ = new std::map<std::string, std::string>(testing::AirlockEnv(dir_->path()));
     const std::string d = dir_->path();
     host_docker_before_ = HostDockerState();
-    auto certs = testing::MakeTestCerts(d, {"registry.test"});
+    auto certs = testing::MakeTestCerts(d, {"registry.test", "tls.test"});
     ASSERT_EQ(certs.exit_code, 0) << certs.err;
     upstream_ = testing::StartFixtureServer(
         d, "upstream", {"python3", BinaryPath("tests/fixtures/upstream.py")});
     ASSERT_GT(upstream_.port, 0);
+    tls_upstream_ = testing::StartFixtureServer(
+        d, "tls-upstream",
+        {"python3", BinaryPath("tests/fixtures/upstream.py"), "--tls", d + "/up.pem",
+         d + "/up.key"});
+    ASSERT_GT(tls_upstream_.port, 0);
     registry_ = testing::StartFixtureServer(
         d, "registry",
         {"python3", BinaryPath("tests/fixtures/registry.py"), "--dir", d + "/registry", "--tls",
@@ -73,11 +81,17 @@ class DockerE2ETest : public ::testing::Test {
     ASSERT_EQ(pushed.exit_code, 0) << pushed.out << pushed.err;
     ASSERT_TRUE(MakeDirs(d + "/state", 0700).ok());
     std::ofstream(d + "/state/proxyd.conf")
-        << "resolve = up.test=127.0.0.1,down.test=127.0.0.1,registry.test=127.0.0.1\n"
-        << "upstream-ca = " << d << "/ca.pem\n";
+        << "resolve = up.test=127.0.0.1,down.test=127.0.0.1,registry.test=127.0.0.1,"
+           "tls.test=127.0.0.1\n"
+        << "upstream-ca = " << d << "/ca.pem\n"
+        // As on a network that re-signs TLS: proxyd terminates it, so a
+        // client must trust Airlock's CA.
+        << "terminate-tls = tls.test\n";
     ASSERT_EQ(Airlock({"policy", "init", "deny-all"}).exit_code, 0);
     up_ = absl::StrCat("up.test:", upstream_.port);
     ASSERT_EQ(Airlock({"policy", "allow", "network", up_}).exit_code, 0);
+    tls_ = absl::StrCat("tls.test:", tls_upstream_.port);
+    ASSERT_EQ(Airlock({"policy", "allow", "network", tls_}).exit_code, 0);
     auto secret = Airlock({"secret", "set", "--registry", registry_host_, "-u", kUser, "-t",
                            kPassword});
     ASSERT_EQ(secret.exit_code, 0) << secret.out << secret.err;
@@ -87,7 +101,7 @@ class DockerE2ETest : public ::testing::Test {
   static void TearDownTestSuite() {
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
-    for (auto* f : {&upstream_, &registry_}) {
+    for (auto* f : {&upstream_, &tls_upstream_, &registry_}) {
       if (f->pid > 0) kill(f->pid, SIGTERM);
     }
     delete env_;
@@ -112,16 +126,18 @@ class DockerE2ETest : public ::testing::Test {
 
   static testing::ShortTempDir* dir_;
   static std::map<std::string, std::string>* env_;
-  static testing::FixtureServer upstream_, registry_;
-  static std::string registry_host_, up_, host_docker_before_;
+  static testing::FixtureServer upstream_, tls_upstream_, registry_;
+  static std::string registry_host_, up_, tls_, host_docker_before_;
 };
 
 testing::ShortTempDir* DockerE2ETest::dir_;
 std::map<std::string, std::string>* DockerE2ETest::env_;
 testing::FixtureServer DockerE2ETest::upstream_;
+testing::FixtureServer DockerE2ETest::tls_upstream_;
 testing::FixtureServer DockerE2ETest::registry_;
 std::string DockerE2ETest::registry_host_;
 std::string DockerE2ETest::up_;
+std::string DockerE2ETest::tls_;
 std::string DockerE2ETest::host_docker_before_;
 
 // Tests run in file order on the one sandbox "dock".
@@ -169,6 +185,30 @@ TEST_F(DockerE2ETest, BuildRunStepsGoThroughThePolicy) {
   std::string log = LogOf("dock");
   EXPECT_TRUE(absl::StrContains(log, "allow    transparent  " + up_)) << log;
   EXPECT_TRUE(absl::StrContains(log, "deny     transparent  down.test:")) << log;
+}
+
+// Where proxyd terminates TLS, a build trusts Airlock's CA the two ways the
+// README gives (a build arg, a BuildKit secret); without it, it does not.
+TEST_F(DockerE2ETest, BuildsReachTerminatedTlsWithAirlocksCa) {
+  std::string url = absl::StrCat("https://", tls_, "/tls-build");
+  std::string dockerfile = absl::StrCat(
+      "FROM box:1\n"
+      "ARG AIRLOCK_CA\n"
+      "RUN --mount=type=secret,id=airlock-ca,target=/etc/ssl/certs/ca-certificates.crt "
+      "curl -sS -m 30 ", url, "/secret > /secret\n",
+      "RUN printf '%s\\n' \"$AIRLOCK_CA\" >> /etc/ssl/certs/ca-certificates.crt && "
+      "curl -sS -m 30 ", url, "/arg > /arg\n");
+  auto r = Sh(absl::StrCat(
+      "set -e; ca=/usr/local/share/ca-certificates/airlock-egress-ca.crt; d=$(mktemp -d); "
+      "cd $d; cat > Dockerfile <<'EOF'\n", dockerfile,
+      "EOF\ndocker build -q --build-arg AIRLOCK_CA=\"$(cat $ca)\" "
+      "--secret id=airlock-ca,src=$ca -t tlsbuilt:1 . >/dev/null; "
+      "docker run --rm tlsbuilt:1 cat /secret /arg; "
+      "docker run --rm box:1 curl -sS -m 30 ", url, "/without 2>&1 || echo \"without exit $?\""));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "upstream saw GET /tls-build/secret host=" + tls_)) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "upstream saw GET /tls-build/arg host=" + tls_)) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "without exit 60")) << r.out;
 }
 
 TEST_F(DockerE2ETest, ContainersReachNothingTheGuestCannot) {

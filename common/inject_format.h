@@ -2,15 +2,15 @@
 // places a credential's value in a request. The one parser of them, used by
 // proxyd to place a value and by secretsd to refuse a Kit's format before
 // storing it, so that what secretsd stores proxyd can place.
-#ifndef AIRLOCK_PROXYD_INJECT_FORMAT_H_
-#define AIRLOCK_PROXYD_INJECT_FORMAT_H_
+#ifndef AIRLOCK_COMMON_INJECT_FORMAT_H_
+#define AIRLOCK_COMMON_INJECT_FORMAT_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace airlock::proxyd {
+namespace airlock {
 
 // The longest format ParseFormat accepts.
 inline constexpr size_t kMaxFormatBytes = 1024;
@@ -56,6 +56,6 @@ struct Format {
 // value: a format holds none).
 absl::StatusOr<Format> ParseFormat(absl::string_view format);
 
-}  // namespace airlock::proxyd
+}  // namespace airlock
 
-#endif  // AIRLOCK_PROXYD_INJECT_FORMAT_H_
+#endif  // AIRLOCK_COMMON_INJECT_FORMAT_H_

@@ -6,14 +6,14 @@
 // agent answers "AIRLOCK-OK <nonce>" and only then starts a fresh gRPC
 // transport. Bytes of a dead connection are never taken for the start of a
 // new one.
-#ifndef AIRLOCK_GUEST_HELLO_H_
-#define AIRLOCK_GUEST_HELLO_H_
+#ifndef AIRLOCK_COMMON_CHANNEL_HELLO_H_
+#define AIRLOCK_COMMON_CHANNEL_HELLO_H_
 
 #include <string>
 
 #include "absl/strings/string_view.h"
 
-namespace airlock::guest {
+namespace airlock {
 
 inline constexpr char kHelloPrefix[] = "AIRLOCK-HELLO ";
 inline constexpr char kOkPrefix[] = "AIRLOCK-OK ";
@@ -24,6 +24,6 @@ inline constexpr char kOkPrefix[] = "AIRLOCK-OK ";
 // not match) when there is none yet.
 bool FindLine(std::string* buf, absl::string_view prefix, std::string* rest);
 
-}  // namespace airlock::guest
+}  // namespace airlock
 
-#endif  // AIRLOCK_GUEST_HELLO_H_
+#endif  // AIRLOCK_COMMON_CHANNEL_HELLO_H_

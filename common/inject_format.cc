@@ -1,4 +1,4 @@
-#include "proxyd/inject_format.h"
+#include "common/inject_format.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
-namespace airlock::proxyd {
+namespace airlock {
 
 namespace {
 
@@ -108,4 +108,4 @@ absl::StatusOr<Format> ParseFormat(absl::string_view format) {
   return f;
 }
 
-}  // namespace airlock::proxyd
+}  // namespace airlock

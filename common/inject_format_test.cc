@@ -1,9 +1,9 @@
-#include "proxyd/inject_format.h"
+#include "common/inject_format.h"
 
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 
-namespace airlock::proxyd {
+namespace airlock {
 namespace {
 
 // "<header>: <value placed for "V">" of an accepted header format.
@@ -65,4 +65,4 @@ TEST(ParseFormatTest, RefusesWhatCannotBePlaced) {
 }
 
 }  // namespace
-}  // namespace airlock::proxyd
+}  // namespace airlock

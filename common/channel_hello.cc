@@ -1,8 +1,8 @@
-#include "guest/hello.h"
+#include "common/channel_hello.h"
 
 #include "absl/strings/match.h"
 
-namespace airlock::guest {
+namespace airlock {
 
 bool FindLine(std::string* buf, absl::string_view prefix, std::string* rest) {
   while (true) {
@@ -22,4 +22,4 @@ bool FindLine(std::string* buf, absl::string_view prefix, std::string* rest) {
   }
 }
 
-}  // namespace airlock::guest
+}  // namespace airlock

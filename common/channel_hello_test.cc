@@ -1,8 +1,8 @@
-#include "guest/hello.h"
+#include "common/channel_hello.h"
 
 #include "gtest/gtest.h"
 
-namespace airlock::guest {
+namespace airlock {
 namespace {
 
 TEST(FindLineTest, SkipsJunkAndPartialLines) {
@@ -24,4 +24,4 @@ TEST(FindLineTest, BoundsJunkWithoutNewlines) {
 }
 
 }  // namespace
-}  // namespace airlock::guest
+}  // namespace airlock
