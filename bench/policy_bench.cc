@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "policyd/rules.h"
+#include "common/policy/rules.h"
 
-namespace airlock::policyd {
+namespace airlock::policy {
 namespace {
 
 RuleSet MakeRules(int n) {
@@ -68,4 +68,4 @@ void BM_Decide(benchmark::State& state) {
 BENCHMARK(BM_Decide)->Arg(10)->Arg(1000)->Arg(100000);
 
 }  // namespace
-}  // namespace airlock::policyd
+}  // namespace airlock::policy

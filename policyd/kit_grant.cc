@@ -13,7 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/kit/capabilities.h"
 #include "common/kit/document.h"
-#include "policyd/rule_proto.h"
+#include "common/policy/rule_wire.h"
 
 namespace airlock::policyd {
 
@@ -100,7 +100,7 @@ std::vector<std::string> GetList(const google::protobuf::Map<std::string, pb::Ho
 
 pb::CompiledPolicy RulesProto(const std::vector<RuleSpec>& specs) {
   pb::CompiledPolicy out;
-  for (const auto& s : specs) SpecToProto(s, out.add_rules());
+  for (const auto& s : specs) policy::SpecToProto(s, out.add_rules());
   return out;
 }
 
@@ -108,7 +108,7 @@ std::vector<RuleSpec> RulesFromBlob(const std::string& blob) {
   pb::CompiledPolicy p;
   std::vector<RuleSpec> out;
   if (!p.ParseFromString(blob)) return out;
-  for (const auto& r : p.rules()) out.push_back(SpecFromProto(r));
+  for (const auto& r : p.rules()) out.push_back(policy::SpecFromProto(r));
   return out;
 }
 
@@ -145,7 +145,7 @@ absl::StatusOr<std::vector<RuleSpec>> CompileNetworkRules(const kit::Descriptor&
           spec.paths = entry.paths;
           spec.sandbox = sandbox;
           spec.origin = phase == Phase::kInstall ? kKitInstallOrigin : kKitRuntimeOrigin;
-          if (auto valid = RuleStore::Validate(spec); !valid.ok()) {
+          if (auto valid = policy::ValidateRule(spec); !valid.ok()) {
             return absl::InvalidArgumentError(absl::StrCat(
                 "network-policy ", kit::PhaseName(phase), ".",
                 action == Action::kAllow ? "allow" : "deny", "[", i, "] host \"", host,

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
-#include "policyd/rule_proto.h"
+#include "common/policy/rule_wire.h"
 
 namespace airlock::policyd {
 namespace {

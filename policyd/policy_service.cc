@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_join.h"
 #include "common/status.h"
-#include "policyd/rule_proto.h"
+#include "common/policy/rule_wire.h"
 
 namespace airlock::policyd {
 
@@ -20,13 +20,13 @@ grpc::Status PolicyService::AddRules(grpc::ServerContext*, const pb::AddRulesReq
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "every rule needs an action (ALLOW or DENY)");
     }
-    RuleSpec s = SpecFromProto(r);
+    RuleSpec s = policy::SpecFromProto(r);
     s.origin = "user";
     specs.push_back(s);
   }
   auto added = store_->Add(specs);
   if (!added.ok()) return ToGrpc(added.status());
-  for (const auto& r : *added) RuleToProto(r, resp->add_rules());
+  for (const auto& r : *added) policy::RuleToProto(r, resp->add_rules());
   return grpc::Status::OK;
 }
 
@@ -44,7 +44,7 @@ grpc::Status PolicyService::RemoveRules(grpc::ServerContext*, const pb::RemoveRu
 
 grpc::Status PolicyService::ListRules(grpc::ServerContext*, const pb::ListRulesRequest* req,
                                       pb::ListRulesResponse* resp) {
-  for (const auto& r : store_->List(req->sandbox())) RuleToProto(r, resp->add_rules());
+  for (const auto& r : store_->List(req->sandbox())) policy::RuleToProto(r, resp->add_rules());
   resp->set_preset(store_->Preset());
   return grpc::Status::OK;
 }
@@ -57,7 +57,7 @@ grpc::Status PolicyService::Check(grpc::ServerContext*, const pb::CheckRequest* 
   std::shared_ptr<const RuleSet> rules = store_->Compiled();
   Decision d = rules->Decide(*q);
   resp->set_action(d.action == Action::kAllow ? pb::ALLOW : pb::DENY);
-  if (d.rule != nullptr) RuleToProto(*d.rule, resp->mutable_rule());
+  if (d.rule != nullptr) policy::RuleToProto(*d.rule, resp->mutable_rule());
   resp->set_reason(d.reason);
   return grpc::Status::OK;
 }
@@ -66,7 +66,7 @@ grpc::Status PolicyService::InitPreset(grpc::ServerContext*, const pb::InitPrese
                                        pb::InitPresetResponse* resp) {
   auto rules = store_->InitPreset(req->preset());
   if (!rules.ok()) return ToGrpc(rules.status());
-  for (const auto& r : *rules) RuleToProto(r, resp->add_rules());
+  for (const auto& r : *rules) policy::RuleToProto(r, resp->add_rules());
   return grpc::Status::OK;
 }
 
@@ -79,7 +79,7 @@ grpc::Status PolicyService::Snapshot(grpc::ServerContext* ctx, const pb::Snapsho
       pb::CompiledPolicy policy;
       policy.set_sandbox(req->sandbox());
       policy.set_revision(revision);
-      for (const auto& r : store_->List(req->sandbox())) RuleToProto(r, policy.add_rules());
+      for (const auto& r : store_->List(req->sandbox())) policy::RuleToProto(r, policy.add_rules());
       if (!writer->Write(policy)) return grpc::Status::OK;
       sent = revision;
       if (!req->follow()) return grpc::Status::OK;

@@ -43,24 +43,6 @@ absl::Status RuleStore::Init() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Rule> RuleStore::Validate(const RuleSpec& spec) {
-  Rule r;
-  r.action = spec.action;
-  auto res = ParseResource(spec.resource);
-  if (!res.ok()) return res.status();
-  r.resource = *res;
-  auto methods = ParseMethods(spec.methods);
-  if (!methods.ok()) return methods.status();
-  r.methods = *methods;
-  for (const auto& p : spec.paths) {
-    if (absl::Status s = ValidatePathGlob(p); !s.ok()) return s;
-    r.paths.push_back(p);
-  }
-  r.sandbox = spec.sandbox;
-  r.origin = spec.origin;
-  return r;
-}
-
 absl::Status RuleStore::Insert(const Rule& r) {
   return db_->Exec(
       "INSERT INTO rules (id, seq, action, resource, methods, paths, sandbox, origin) "
@@ -72,7 +54,7 @@ absl::Status RuleStore::Insert(const Rule& r) {
 absl::StatusOr<std::vector<Rule>> RuleStore::Validated(const std::vector<RuleSpec>& specs) {
   std::vector<Rule> rules;
   for (const auto& spec : specs) {
-    auto r = Validate(spec);
+    auto r = policy::ValidateRule(spec);
     if (!r.ok()) return r.status();
     r->id = NewId();
     rules.push_back(*r);
@@ -195,7 +177,7 @@ absl::Status RuleStore::Reload() {
     if (!row[4].empty()) spec.paths = absl::StrSplit(row[4], '\n');
     spec.sandbox = row[5];
     spec.origin = row[6];
-    auto r = Validate(spec);
+    auto r = policy::ValidateRule(spec);
     if (!r.ok()) return absl::DataLossError(absl::StrCat("stored rule ", row[0], ": ", r.status().message()));
     r->id = row[0];
     rules.push_back(*r);

@@ -13,19 +13,21 @@
 
 #include "absl/status/statusor.h"
 #include "common/state_db.h"
-#include "policyd/rules.h"
+#include "common/policy/rules.h"
 
 namespace airlock::policyd {
 
-// RuleSpec is a rule as a caller writes it, before validation.
-struct RuleSpec {
-  Action action = Action::kDeny;
-  std::string resource;
-  std::string methods;  // "GET,POST", "ANY" or ""
-  std::vector<std::string> paths;
-  std::string sandbox;
-  std::string origin = "user";
-};
+// The rule types are the shared ones (common/policy), which proxyd
+// enforces too.
+using policy::Action;
+using policy::Decision;
+using policy::ParseAddress;
+using policy::ParseResource;
+using policy::Request;
+using policy::Resource;
+using policy::Rule;
+using policy::RuleSet;
+using policy::RuleSpec;
 
 class RuleStore {
  public:
@@ -64,11 +66,6 @@ class RuleStore {
   // WaitForChange blocks until Revision() != seen or `timeout` passes, and
   // returns the revision.
   uint64_t WaitForChange(uint64_t seen, std::chrono::milliseconds timeout);
-
-  // Validate turns a spec into a rule (without an id), or says what part
-  // is malformed. proxyd uses it too, on the rules of a snapshot.
-  static absl::StatusOr<Rule> Validate(const RuleSpec& spec);
-
  private:
   absl::Status Reload();
   absl::Status Insert(const Rule& r);

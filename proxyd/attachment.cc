@@ -12,7 +12,7 @@
 #include "common/client.h"
 #include "common/fd_io.h"
 #include "common/log.h"
-#include "policyd/rule_proto.h"
+#include "common/policy/rule_wire.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
 #include "protos/policy/v1/policy.grpc.pb.h"
 #include "protos/secrets/v1/secrets.grpc.pb.h"
@@ -25,7 +25,7 @@ namespace airlock::proxyd {
 
 namespace agentpb = airlock::agent::v1;
 namespace pb = airlock::proxy::v1;
-using airlock::policyd::Action;
+using airlock::policy::Action;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
@@ -50,7 +50,7 @@ struct Verdict {
   std::string credential;
   // The deciding rule names an address or range (not a host name or "**").
   bool address_rule = false;
-  // Path rules apply to the host (policyd::Decision::path_rules).
+  // Path rules apply to the host (policy::Decision::path_rules).
   bool path_rules = false;
   // The deciding rule is "**" (any host), not one naming this host.
   bool any_host_rule = false;
@@ -83,7 +83,7 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   bool stopping = false;
   bool ready = false;
   std::string last_error;
-  std::shared_ptr<const policyd::RuleSet> rules;
+  std::shared_ptr<const policy::RuleSet> rules;
   std::string policy_error;  // why the last snapshot was refused
   uint64_t revision = 0;
   std::set<grpc::ClientContext*> calls;  // cancelled on Stop
@@ -208,7 +208,7 @@ void Attachment::State::FollowPolicy() {
     auto reader = stub->Snapshot(&ctx, req);
     airlock::policy::v1::CompiledPolicy policy;
     while (reader->Read(&policy)) {
-      auto compiled = airlock::policyd::CompileSnapshot(policy);
+      auto compiled = airlock::policy::CompileSnapshot(policy);
       std::lock_guard<std::mutex> lock(mu);
       revision = policy.revision();
       if (!compiled.ok()) {
@@ -217,7 +217,7 @@ void Attachment::State::FollowPolicy() {
         AIRLOCK_LOG_ERROR(
             "refusing a policy snapshot; denying all egress until the next",
             {{"sandbox", sandbox}, {"error", std::string(compiled.status().message())}});
-        rules = std::make_shared<const policyd::RuleSet>(std::vector<policyd::Rule>());
+        rules = std::make_shared<const policy::RuleSet>(std::vector<policy::Rule>());
         policy_error = std::string(compiled.status().message());
         continue;
       }
@@ -295,7 +295,7 @@ void Attachment::State::WatchEgress() {
 
 Verdict Attachment::State::Decide(const std::string& host, const Address* addr, uint16_t port,
                                   bool http, const std::string& method, const std::string& path) {
-  std::shared_ptr<const policyd::RuleSet> current;
+  std::shared_ptr<const policy::RuleSet> current;
   {
     std::lock_guard<std::mutex> lock(mu);
     current = rules;
@@ -314,7 +314,7 @@ Verdict Attachment::State::Decide(const std::string& host, const Address* addr, 
     v.reason = "the sandbox's policy could not be compiled (" + error + ")";
     return v;
   }
-  policyd::Request req;
+  policy::Request req;
   req.sandbox = sandbox;
   req.host = host;
   if (addr != nullptr) {
@@ -325,7 +325,7 @@ Verdict Attachment::State::Decide(const std::string& host, const Address* addr, 
   req.http = http;
   req.method = method;
   req.path = path;
-  policyd::Decision d = current->Decide(req);
+  policy::Decision d = current->Decide(req);
   v.allow = d.action == Action::kAllow;
   v.inspect = d.inspect;
   v.path_rules = d.path_rules;
@@ -333,8 +333,8 @@ Verdict Attachment::State::Decide(const std::string& host, const Address* addr, 
   if (d.rule != nullptr) {
     v.rule_id = d.rule->id;
     v.rule_text = d.rule->Text();
-    v.address_rule = d.rule->resource.kind == policyd::Resource::Kind::kAddress;
-    v.any_host_rule = d.rule->resource.kind == policyd::Resource::Kind::kAny;
+    v.address_rule = d.rule->resource.kind == policy::Resource::Kind::kAddress;
+    v.any_host_rule = d.rule->resource.kind == policy::Resource::Kind::kAny;
   }
   return v;
 }
@@ -378,7 +378,7 @@ absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t
   // DNS), never counts.
   Address literal{};
   bool trusted = px->network.TrustedForNames(resolved->address) &&
-                 !policyd::ParseAddress(host, &literal) && !v->any_host_rule;
+                 !policy::ParseAddress(host, &literal) && !v->any_host_rule;
   if (IsProtected(resolved->address) && !resolved->from_static_map && !trusted) {
     // Only a rule on the address itself opens a protected range: "**" or a
     // name that resolves there does not.
@@ -446,7 +446,7 @@ std::vector<Placement> Attachment::State::Credentials(const std::string& host, u
 void Attachment::State::InterceptForCredentials(const std::string& host, uint16_t port,
                                                 Verdict* v) {
   Address literal{};
-  if (!v->allow || v->inspect || policyd::ParseAddress(host, &literal)) return;
+  if (!v->allow || v->inspect || policy::ParseAddress(host, &literal)) return;
   if (px->network.TerminatesTls(host) || !Credentials(host, port).empty()) v->inspect = true;
 }
 
@@ -456,7 +456,7 @@ void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::Dn
   if (!question.ok()) {
     answer = DnsFormatError(q.packet());
   } else if (Address literal{}; !CanonicalHost(question->name).ok() ||
-                                policyd::ParseAddress(question->name, &literal)) {
+                                policy::ParseAddress(question->name, &literal)) {
     // An address spelled as a name ("93.184.216.34", "0x5d.0xb8...") would
     // be decided as a name and then connected to as an address.
     answer = DnsEmptyAnswer(*question, kDnsNxDomain);
@@ -556,7 +556,7 @@ void Attachment::State::Carry(std::shared_ptr<grpc::Channel> channel, agentpb::E
     SetTimeouts(sp[0], kIdleTimeout);
     bool ok = c.via() == agentpb::EGRESS_FORWARD ? HandleForward(client) : [&] {
       Address addr{};
-      if (!policyd::ParseAddress(c.address(), &addr) || c.port() == 0 || c.port() > 65535) {
+      if (!policy::ParseAddress(c.address(), &addr) || c.port() == 0 || c.port() > 65535) {
         return false;
       }
       return HandleTransparent(client, addr, static_cast<uint16_t>(c.port()));
@@ -596,7 +596,7 @@ bool Attachment::State::HandleForward(Stream& client) {
     return true;
   }
   Address literal{};
-  bool is_ip = policyd::ParseAddress(target->host, &literal);
+  bool is_ip = policy::ParseAddress(target->host, &literal);
   Verdict v =
       Decide(is_ip ? "" : target->host, is_ip ? &literal : nullptr, target->port, false, "", "");
   InterceptForCredentials(target->host, target->port, &v);
@@ -808,7 +808,7 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
     return;
   }
   Address literal{};
-  bool is_ip = policyd::ParseAddress(host, &literal);
+  bool is_ip = policy::ParseAddress(host, &literal);
   Verdict v =
       Decide(is_ip ? "" : host, is_ip ? &literal : nullptr, port, true, req->method, path->match);
   if (!path->ambiguity.empty() && v.path_rules) {

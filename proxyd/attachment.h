@@ -20,7 +20,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
-#include "policyd/rules.h"
+#include "common/policy/rules.h"
 #include "proxyd/decision_log.h"
 #include "proxyd/operator_network.h"
 #include "proxyd/inject.h"

@@ -15,32 +15,32 @@ namespace {
 // that `accept` takes, into a set of allow rules to match against; the
 // canonical texts go to `texts` when given. The error names the option
 // and the entry.
-absl::StatusOr<std::shared_ptr<const policyd::RuleSet>> MatchSet(
+absl::StatusOr<std::shared_ptr<const policy::RuleSet>> MatchSet(
     const std::vector<std::string>& entries, const char* option, const char* what,
-    const std::function<bool(const policyd::Resource&)>& accept,
+    const std::function<bool(const policy::Resource&)>& accept,
     std::vector<std::string>* texts) {
-  std::vector<policyd::Rule> rules;
+  std::vector<policy::Rule> rules;
   for (const auto& text : entries) {
-    auto r = policyd::ParseResource(text);
+    auto r = policy::ParseResource(text);
     if (!r.ok() || r->port != 0 || !accept(*r)) {
       return absl::InvalidArgumentError(
           absl::StrCat(option, ": \"", text, "\" is not ", what));
     }
-    policyd::Rule rule;
-    rule.action = policyd::Action::kAllow;
+    policy::Rule rule;
+    rule.action = policy::Action::kAllow;
     rule.resource = *r;
     rules.push_back(rule);
     if (texts != nullptr) texts->push_back(r->text);
   }
-  return std::make_shared<const policyd::RuleSet>(std::move(rules));
+  return std::make_shared<const policy::RuleSet>(std::move(rules));
 }
 
 }  // namespace
 
 OperatorNetwork::OperatorNetwork()
-    : ranges_(std::make_shared<policyd::RuleSet>(std::vector<policyd::Rule>{})),
-      hosts_(std::make_shared<policyd::RuleSet>(std::vector<policyd::Rule>{})),
-      no_proxy_(std::make_shared<policyd::RuleSet>(std::vector<policyd::Rule>{})) {}
+    : ranges_(std::make_shared<policy::RuleSet>(std::vector<policy::Rule>{})),
+      hosts_(std::make_shared<policy::RuleSet>(std::vector<policy::Rule>{})),
+      no_proxy_(std::make_shared<policy::RuleSet>(std::vector<policy::Rule>{})) {}
 
 absl::StatusOr<OperatorNetwork> OperatorNetwork::Make(
     const std::vector<std::string>& trusted_ranges, const std::vector<std::string>& terminate_tls,
@@ -65,21 +65,21 @@ absl::StatusOr<OperatorNetwork> OperatorNetwork::Make(
     n.proxy_port_ = static_cast<uint16_t>(port);
   }
   auto no_proxy_set = MatchSet(no_proxy, "no-proxy", "a host pattern or address range",
-                               [](const policyd::Resource&) { return true; }, nullptr);
+                               [](const policy::Resource&) { return true; }, nullptr);
   if (!no_proxy_set.ok()) return no_proxy_set.status();
   n.no_proxy_ = *no_proxy_set;
   auto ranges = MatchSet(trusted_ranges, "trusted-ranges",
                          "an address or CIDR range (e.g. 203.0.113.0/24)",
-                         [](const policyd::Resource& r) {
-                           return r.kind == policyd::Resource::Kind::kAddress;
+                         [](const policy::Resource& r) {
+                           return r.kind == policy::Resource::Kind::kAddress;
                          },
                          &n.ranges_text_);
   if (!ranges.ok()) return ranges.status();
   n.ranges_ = *ranges;
   auto hosts = MatchSet(terminate_tls, "terminate-tls",
                         "a host pattern (a name, *.name, **.name or **)",
-                        [](const policyd::Resource& r) {
-                          return r.kind != policyd::Resource::Kind::kAddress;
+                        [](const policy::Resource& r) {
+                          return r.kind != policy::Resource::Kind::kAddress;
                         },
                         &n.hosts_text_);
   if (!hosts.ok()) return hosts.status();
@@ -95,30 +95,30 @@ std::string OperatorNetwork::proxy() const {
 
 bool OperatorNetwork::ProxyFor(const std::string& host) const {
   if (proxy_host_.empty()) return false;
-  policyd::Request req;
+  policy::Request req;
   Address literal{};
-  if (policyd::ParseAddress(host, &literal)) {
+  if (policy::ParseAddress(host, &literal)) {
     req.has_address = true;
     req.address = literal;
   } else {
     req.host = host;
   }
-  return no_proxy_->Decide(req).action != policyd::Action::kAllow;
+  return no_proxy_->Decide(req).action != policy::Action::kAllow;
 }
 
 bool OperatorNetwork::TrustedForNames(const Address& addr) const {
-  policyd::Request req;
+  policy::Request req;
   req.has_address = true;
   req.address = addr;
-  return ranges_->Decide(req).action == policyd::Action::kAllow;
+  return ranges_->Decide(req).action == policy::Action::kAllow;
 }
 
 bool OperatorNetwork::TerminatesTls(const std::string& host) const {
   Address literal{};
-  if (host.empty() || policyd::ParseAddress(host, &literal)) return false;
-  policyd::Request req;
+  if (host.empty() || policy::ParseAddress(host, &literal)) return false;
+  policy::Request req;
   req.host = host;
-  return hosts_->Decide(req).action == policyd::Action::kAllow;
+  return hosts_->Decide(req).action == policy::Action::kAllow;
 }
 
 }  // namespace airlock::proxyd

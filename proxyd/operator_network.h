@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "policyd/rules.h"
+#include "common/policy/rules.h"
 #include "proxyd/upstream.h"
 
 namespace airlock::proxyd {
@@ -53,7 +53,7 @@ class OperatorNetwork {
   const std::vector<std::string>& terminate_tls() const { return hosts_text_; }
 
  private:
-  std::shared_ptr<const policyd::RuleSet> ranges_, hosts_, no_proxy_;
+  std::shared_ptr<const policy::RuleSet> ranges_, hosts_, no_proxy_;
   std::string proxy_host_;
   uint16_t proxy_port_ = 0;
   std::vector<std::string> ranges_text_, hosts_text_;

@@ -7,7 +7,7 @@ namespace {
 
 Address A(const char* text) {
   Address a{};
-  EXPECT_TRUE(policyd::ParseAddress(text, &a)) << text;
+  EXPECT_TRUE(policy::ParseAddress(text, &a)) << text;
   return a;
 }
 

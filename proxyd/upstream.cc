@@ -14,7 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "policyd/rules.h"
+#include "common/policy/rules.h"
 
 namespace airlock::proxyd {
 
@@ -128,7 +128,7 @@ absl::StatusOr<Resolver> Resolver::Make(const std::vector<std::string>& static_m
     size_t eq = entry.find('=');
     Address a;
     if (eq == std::string::npos || eq == 0 ||
-        !airlock::policyd::ParseAddress(entry.substr(eq + 1), &a)) {
+        !airlock::policy::ParseAddress(entry.substr(eq + 1), &a)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--resolve entry \"", entry, "\" must be NAME=ADDRESS (e.g. api.example.test=127.0.0.1)"));
     }
@@ -145,7 +145,7 @@ absl::StatusOr<Resolved> Resolver::Resolve(const std::string& host) const {
     out.from_static_map = true;
     return out;
   }
-  if (airlock::policyd::ParseAddress(host, &out.address)) return out;
+  if (airlock::policy::ParseAddress(host, &out.address)) return out;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

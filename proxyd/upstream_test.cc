@@ -5,14 +5,14 @@
 #include <unistd.h>
 
 #include "gtest/gtest.h"
-#include "policyd/rules.h"
+#include "common/policy/rules.h"
 
 namespace airlock::proxyd {
 namespace {
 
 Address A(const std::string& text) {
   Address a{};
-  EXPECT_TRUE(airlock::policyd::ParseAddress(text, &a)) << text;
+  EXPECT_TRUE(airlock::policy::ParseAddress(text, &a)) << text;
   return a;
 }
 

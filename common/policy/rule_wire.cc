@@ -1,11 +1,10 @@
-#include "policyd/rule_proto.h"
+#include "common/policy/rule_wire.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "policyd/rule_store.h"
 
-namespace airlock::policyd {
+namespace airlock::policy {
 
 namespace pb = airlock::policy::v1;
 
@@ -45,7 +44,7 @@ absl::StatusOr<Rule> RuleFromProto(const pb::Rule& r) {
   if (r.action() != pb::ALLOW && r.action() != pb::DENY) {
     return absl::InvalidArgumentError(absl::StrCat("rule ", r.id(), " has no action"));
   }
-  auto rule = RuleStore::Validate(SpecFromProto(r));
+  auto rule = ValidateRule(SpecFromProto(r));
   if (!rule.ok()) return rule.status();
   rule->id = r.id();
   return rule;
@@ -65,4 +64,4 @@ absl::StatusOr<std::shared_ptr<const RuleSet>> CompileSnapshot(const pb::Compile
   return std::make_shared<const RuleSet>(std::move(rules));
 }
 
-}  // namespace airlock::policyd
+}  // namespace airlock::policy

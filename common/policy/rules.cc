@@ -1,4 +1,4 @@
-#include "policyd/rules.h"
+#include "common/policy/rules.h"
 
 #include <arpa/inet.h>
 
@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace airlock::policyd {
+namespace airlock::policy {
 namespace {
 
 absl::Status Bad(absl::string_view text, absl::string_view why) {
@@ -299,4 +299,22 @@ Decision RuleSet::Decide(const Request& req) const {
   return d;
 }
 
-}  // namespace airlock::policyd
+absl::StatusOr<Rule> ValidateRule(const RuleSpec& spec) {
+  Rule r;
+  r.action = spec.action;
+  auto res = ParseResource(spec.resource);
+  if (!res.ok()) return res.status();
+  r.resource = *res;
+  auto methods = ParseMethods(spec.methods);
+  if (!methods.ok()) return methods.status();
+  r.methods = *methods;
+  for (const auto& p : spec.paths) {
+    if (absl::Status s = ValidatePathGlob(p); !s.ok()) return s;
+    r.paths.push_back(p);
+  }
+  r.sandbox = spec.sandbox;
+  r.origin = spec.origin;
+  return r;
+}
+
+}  // namespace airlock::policy

@@ -1,23 +1,22 @@
 // Rules to and from airlock.policy.v1.Rule, so policyd's answers and the
 // snapshots proxyd enforces carry the same rules. A snapshot's rules are
 // validated again on arrival: proxyd trusts policyd, not the bytes.
-#ifndef AIRLOCK_POLICYD_RULE_PROTO_H_
-#define AIRLOCK_POLICYD_RULE_PROTO_H_
+#ifndef AIRLOCK_COMMON_POLICY_RULE_WIRE_H_
+#define AIRLOCK_COMMON_POLICY_RULE_WIRE_H_
 
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "policyd/rule_store.h"
-#include "policyd/rules.h"
+#include "common/policy/rules.h"
 #include "protos/policy/v1/policy.pb.h"
 
-namespace airlock::policyd {
+namespace airlock::policy {
 
 void RuleToProto(const Rule& rule, airlock::policy::v1::Rule* out);
 
 absl::StatusOr<Rule> RuleFromProto(const airlock::policy::v1::Rule& rule);
 
-// A rule spec to and from the wire form (unvalidated: RuleStore judges it).
+// A rule spec to and from the wire form (unvalidated: ValidateRule judges it).
 void SpecToProto(const RuleSpec& spec, airlock::policy::v1::Rule* out);
 RuleSpec SpecFromProto(const airlock::policy::v1::Rule& rule);
 
@@ -25,6 +24,6 @@ RuleSpec SpecFromProto(const airlock::policy::v1::Rule& rule);
 absl::StatusOr<std::shared_ptr<const RuleSet>> CompileSnapshot(
     const airlock::policy::v1::CompiledPolicy& policy);
 
-}  // namespace airlock::policyd
+}  // namespace airlock::policy
 
-#endif  // AIRLOCK_POLICYD_RULE_PROTO_H_
+#endif  // AIRLOCK_COMMON_POLICY_RULE_WIRE_H_

@@ -1,8 +1,8 @@
-#include "policyd/rules.h"
+#include "common/policy/rules.h"
 
 #include "gtest/gtest.h"
 
-namespace airlock::policyd {
+namespace airlock::policy {
 namespace {
 
 Rule R(Action a, const std::string& res, const std::string& methods = "",
@@ -210,4 +210,4 @@ TEST(DecideTest, PortZeroMeansAnyPort) {
 }
 
 }  // namespace
-}  // namespace airlock::policyd
+}  // namespace airlock::policy

@@ -3,8 +3,8 @@
 // "**.example.com" (any depth), "host:port", IPs, CIDRs and "**". HTTP
 // rules add methods and path globs. Deny always beats allow; nothing
 // matching means deny.
-#ifndef AIRLOCK_POLICYD_RULES_H_
-#define AIRLOCK_POLICYD_RULES_H_
+#ifndef AIRLOCK_COMMON_POLICY_RULES_H_
+#define AIRLOCK_COMMON_POLICY_RULES_H_
 
 #include <array>
 #include <cstdint>
@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace airlock::policyd {
+namespace airlock::policy {
 
 enum class Action { kAllow, kDeny };
 
@@ -106,6 +106,20 @@ struct Decision {
   bool path_rules = false;
 };
 
+// RuleSpec is a rule as a caller writes it, before validation.
+struct RuleSpec {
+  Action action = Action::kDeny;
+  std::string resource;
+  std::string methods;  // "GET,POST", "ANY" or ""
+  std::vector<std::string> paths;
+  std::string sandbox;
+  std::string origin = "user";
+};
+
+// ValidateRule turns a spec into a rule (without an id), or says what part
+// of it is wrong (INVALID_ARGUMENT).
+absl::StatusOr<Rule> ValidateRule(const RuleSpec& spec);
+
 // RuleSet indexes rules for decisions that do not scan every rule: exact
 // domains and wildcard suffixes by hash, addresses by prefix length.
 class RuleSet {
@@ -129,6 +143,6 @@ class RuleSet {
   std::map<int, std::unordered_map<std::string, std::vector<size_t>>> by_prefix_;
 };
 
-}  // namespace airlock::policyd
+}  // namespace airlock::policy
 
-#endif  // AIRLOCK_POLICYD_RULES_H_
+#endif  // AIRLOCK_COMMON_POLICY_RULES_H_

@@ -1,0 +1,44 @@
+"""What the sandbox benchmarks share: running a command or the CLI and
+stopping at the first failure, timing, min/median/max, and a bench CA with
+a server certificate. The scripts in bench/ import it from beside them."""
+import statistics
+import subprocess
+import sys
+import time
+
+
+def run(argv, **kw):
+    """Runs argv and returns its CompletedProcess; exits the benchmark with
+    the command's output when it fails."""
+    r = subprocess.run(argv, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(argv)} failed ({r.returncode}): {r.stdout[-500:]} {r.stderr[-2000:]}")
+    return r
+
+
+def cli(airlock, env):
+    """A function running `airlock ARGS...` with `env` (its own daemons)."""
+    return lambda *a: run([airlock, *a], env=env)
+
+
+def timed(fn):
+    t = time.monotonic()
+    fn()
+    return time.monotonic() - t
+
+
+def mmm(values, unit="s", fmt="%.2f"):
+    return "min %s / median %s / max %s %s" % (fmt % min(values), fmt % statistics.median(values),
+                                               fmt % max(values), unit)
+
+
+def make_certs(directory, names):
+    """Writes a bench CA (ca.pem, ca.key) and a certificate for `names`
+    signed by it (up.pem, up.key) into `directory`, with openssl."""
+    alt = ",".join("DNS:" + n for n in names)
+    run(["sh", "-c", f"cd {directory} && openssl req -x509 -newkey ec -pkeyopt "
+         "ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=bench CA' "
+         "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+         f"-keyout up.key -out up.csr -subj /CN={names[0]} 2>/dev/null && "
+         f"printf 'subjectAltName={alt}\\n' > ext && openssl x509 -req -in up.csr -CA ca.pem "
+         "-CAkey ca.key -CAcreateserial -out up.pem -days 2 -extfile ext 2>/dev/null"])
