@@ -9,8 +9,10 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,7 @@
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace airlock {
 namespace {
@@ -272,6 +275,43 @@ TEST_F(DockerE2ETest, ImagesSurviveStopAndStart) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "box:1\n")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "built:1\n")) << r.out;
+}
+
+// vmmd killed while the guest boots (before or while dockerd starts): the
+// restarted vmmd reattaches, the sandbox ends running with one engine, and
+// one VM.
+TEST_F(DockerE2ETest, VmmdKilledDuringBootEndsWithOneEngine) {
+  const std::string d = dir_->path();
+  ASSERT_EQ(Airlock({"stop", "dock"}).exit_code, 0);
+  std::vector<std::string> argv = {"env"};
+  for (const auto& [k, v] : *env_) argv.push_back(k + "=" + v);
+  argv.insert(argv.end(), {BinaryPath("cli/airlock"), "start", "dock"});
+  ASSERT_TRUE(SpawnDetached(argv, d + "/bgstart.log").ok());
+  const std::string console = d + "/state/sandboxes/dock/console.log";
+  bool ready = false;
+  for (int i = 0; i < 600 && !ready; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ready = absl::StrContains(ReadFileToString(console), "AIRLOCK-AGENT-READY");
+  }
+  ASSERT_TRUE(ready) << ReadFileToString(console);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::string pid = ReadFileToString(d + "/run/vmmd.pid");
+  ASSERT_FALSE(pid.empty());
+  ASSERT_EQ(kill(std::atoi(pid.c_str()), SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The next command starts vmmd again; it reattaches to the live guest.
+  std::string state;
+  for (int i = 0; i < 300 && state != "running"; ++i) {
+    auto ls = nlohmann::json::parse(Airlock({"ls", "--json"}).out, nullptr, false);
+    if (ls.is_array() && ls.size() == 1) state = ls[0]["state"].get<std::string>();
+    if (state == "failed") break;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  ASSERT_EQ(state, "running") << Airlock({"ls", "--json"}).out;
+  auto r = Sh("pgrep -c -x dockerd; docker info --format '{{.Name}}'");
+  EXPECT_EQ(r.out, "1\ndock\n") << r.out << r.err;
+  auto vms = RunCommand({"sh", "-c", "pgrep -f '[q]emu.*" + d + "/state/sandboxes/dock/' | wc -l"});
+  EXPECT_EQ(vms.out, "1\n");
 }
 
 TEST_F(DockerE2ETest, BadDockerFlagsAreRefusedAndChangeNothing) {

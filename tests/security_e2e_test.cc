@@ -18,6 +18,7 @@
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace airlock {
 namespace {
@@ -136,9 +137,14 @@ TEST_F(SecurityE2ETest, NetworkEscapesFail) {
                   "/");
   EXPECT_NE(lo.out.find("protected address"), std::string::npos) << lo.out << lo.err;
   EXPECT_EQ(host_service.accepted(), 0) << "a host loopback service was reached from the guest";
-  // A guest root that flushes the ruleset only loses its own egress.
-  auto flushed = Guest("ip link del egress0 2>/dev/null; exec 3<>/dev/tcp/1.1.1.1/443");
-  EXPECT_NE(flushed.exit_code, 0);
+  // A guest root that takes the egress redirect's route away only loses
+  // its own egress: with no device left there is no route at all.
+  auto unrouted = Guest("ip link del egress0 && ip route; exec 3<>/dev/tcp/1.1.1.1/443");
+  EXPECT_NE(unrouted.exit_code, 0);
+  EXPECT_EQ(unrouted.out, "") << "routes left: " << unrouted.out;
+  EXPECT_NE(unrouted.err.find("connect: Network is unreachable"), std::string::npos)
+      << unrouted.err;
+  EXPECT_EQ(host_service.accepted(), 0);
   ASSERT_EQ(Airlock({"policy", "init", "balanced"}).exit_code, 0);
 }
 
@@ -148,8 +154,9 @@ TEST_F(SecurityE2ETest, GuestCannotReachAnotherSandbox) {
   // The other sandbox's published port lives on the host's loopback, which
   // the guest cannot reach; sandboxes share nothing else.
   auto ports = Airlock({"ports", "esc", "--json"});
-  std::string host_port = ports.out.substr(ports.out.find("\"host_port\": ") + 13);
-  host_port = host_port.substr(0, host_port.find_first_not_of("0123456789"));
+  auto parsed = nlohmann::json::parse(ports.out, nullptr, false);
+  ASSERT_TRUE(parsed.is_array() && parsed.size() == 1) << ports.out;
+  std::string host_port = std::to_string(parsed[0]["host_port"].get<int>());
   auto r = Airlock({"exec", "-u", "root", "other", "--", "bash", "-c",
                     "exec 3<>/dev/tcp/127.0.0.1/" + host_port});
   EXPECT_NE(r.exit_code, 0);

@@ -98,15 +98,17 @@ getent group docker >/dev/null || groupadd -r docker
 if getent passwd agent >/dev/null && ! id -nG agent | tr ' ' '\n' | grep -qx docker; then
   usermod -aG docker agent
 fi
-rm -f /var/run/docker.pid /var/run/docker.sock
+# A socket or pid file left by an engine that is gone would stop the next.
+grep -qsx dockerd /proc/[0-9]*/comm || rm -f /var/run/docker.pid /var/run/docker.sock
 )SH";
 
 std::vector<std::string> DockerdCommand() {
   // /etc/environment is the guest's egress settings (the agent writes it):
   // dockerd pulls through the forward proxy and trusts the system bundle,
   // which carries Airlock's CA.
+  // An engine already running (vmmd restarted under a live guest) is kept.
   return {"sh", "-c",
-          "set -a; . /etc/environment; set +a; "
+          "grep -qsx dockerd /proc/[0-9]*/comm && exit 0; set -a; . /etc/environment; set +a; "
           "exec dockerd --group docker >>/var/log/dockerd.log 2>&1 </dev/null"};
 }
 
@@ -115,7 +117,7 @@ std::string DockerWaitScript(int timeout_s) {
 started=$(date +%s)
 while [ "$(date +%s)" -lt "$deadline" ]; do
   if [ -S /var/run/docker.sock ] && docker version >/dev/null 2>&1; then exit 0; fi
-  if [ "$(date +%s)" -gt "$((started + 2))" ] && ! pgrep -x dockerd >/dev/null; then
+  if [ "$(date +%s)" -gt "$((started + 2))" ] && ! grep -qsx dockerd /proc/[0-9]*/comm; then
     echo "dockerd exited:" >&2; tail -n 15 /var/log/dockerd.log >&2; exit 1
   fi
   sleep 0.2

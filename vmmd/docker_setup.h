@@ -49,7 +49,8 @@ absl::Status MakeDockerDisk(const std::string& path, uint64_t mib);
 // no dockerd); DockerdCommand starts the engine, detached, with the proxy
 // settings of the guest's egress and its log in /var/log/dockerd.log;
 // DockerWaitScript waits (at most `timeout_s`) for the engine to answer
-// and otherwise fails with the log's tail.
+// and otherwise fails with the log's tail. All three keep an engine that
+// already runs, so they can run again on a live guest.
 extern const char kDockerPrepareScript[];
 std::vector<std::string> DockerdCommand();
 std::string DockerWaitScript(int timeout_s);

@@ -707,7 +707,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       if (absl::Status es = AttachEgress(name, config); !es.ok()) {
         return absl::UnavailableError(FailureReason(name, std::string(es.message())));
       }
-      if (mount_shares && HasDocker(sb.spec())) {
+      // On a live guest (vmmd restarted) this finds the engine running, or
+      // starts it when the restart came before it did.
+      if (HasDocker(sb.spec())) {
         (void)Update(name, "starting dockerd", [](vmm::Sandbox&) {});
         if (absl::Status ds = StartDocker(name, *channel); !ds.ok()) {
           return absl::Status(ds.code(), FailureReason(name, std::string(ds.message())));
