@@ -301,8 +301,10 @@ bool BuildCreate(const CreateFlags& f, const std::vector<std::string>& args, boo
   if (f.no_docker) spec->set_docker(vmm::DOCKER_OFF);
   if (!f.docker_disk.empty()) {
     auto mib = airlock::ParseDiskSize(f.docker_disk);
-    if (!mib.ok()) {
-      std::cerr << "airlock: invalid --docker-disk: " << mib.status().message() << "\n";
+    if (!mib.ok() || *mib == 0) {
+      std::cerr << "airlock: invalid --docker-disk: "
+                << (mib.ok() ? "a disk of 0 bytes; give 512m to 16t" : mib.status().message())
+                << "\n";
       return false;
     }
     spec->set_docker_disk_mib(*mib);

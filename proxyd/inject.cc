@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/inject_format.h"
 
 namespace airlock::proxyd {
@@ -47,7 +48,50 @@ bool SentinelIn(absl::string_view text, const std::vector<Placement>& creds) {
   return false;
 }
 
+// Decodes %XX and '+' in a query component; false on a malformed escape.
+bool QueryDecode(absl::string_view in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '+') {
+      out->push_back(' ');
+    } else if (in[i] != '%') {
+      out->push_back(in[i]);
+    } else {
+      if (i + 2 >= in.size() || !absl::ascii_isxdigit(in[i + 1]) ||
+          !absl::ascii_isxdigit(in[i + 2])) {
+        return false;
+      }
+      out->push_back(static_cast<char>(std::stoi(std::string(in.substr(i + 1, 2)), nullptr, 16)));
+      i += 2;
+    }
+  }
+  return true;
+}
+
 }  // namespace
+
+bool RegistryReadOnly(const RequestHead& req) {
+  if (req.method != "GET" && req.method != "HEAD") return false;
+  size_t q = req.target.find('?');
+  if (q == std::string::npos) return true;
+  for (absl::string_view pair : absl::StrSplit(absl::string_view(req.target).substr(q + 1), '&')) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    std::string key, value;
+    if (!QueryDecode(kv.first, &key) || !QueryDecode(kv.second, &value)) return false;
+    key = absl::AsciiStrToLower(key);
+    if (key == "offline_token" || key == "refresh_token") return false;
+    if (key != "scope") continue;
+    // "repository:NAME:ACTIONS", several separated by spaces.
+    for (absl::string_view scope : absl::StrSplit(value, ' ', absl::SkipEmpty())) {
+      size_t colon = scope.rfind(':');
+      if (colon == absl::string_view::npos) return false;
+      for (absl::string_view action : absl::StrSplit(scope.substr(colon + 1), ',')) {
+        if (action != "pull") return false;
+      }
+    }
+  }
+  return true;
+}
 
 std::string Base64(absl::string_view data) { return absl::Base64Escape(data); }
 
@@ -56,6 +100,7 @@ absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
   RequestHead out = *req;
   std::vector<std::string> placed;
   for (const Placement& c : creds) {
+    if (absl::StartsWith(c.id, "registry:") && !RegistryReadOnly(out)) continue;
     auto format = ParseFormat(c.format);
     if (!format.ok()) {
       return absl::InvalidArgumentError(

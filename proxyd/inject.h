@@ -51,6 +51,14 @@ absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
 absl::Status InjectBody(const RequestHead& req, const std::vector<Placement>& creds,
                         std::string* body, std::vector<std::string>* placed);
 
+// RegistryReadOnly says a request may carry a registry credential (one
+// whose id starts with "registry:", which InjectHead places only then): it
+// reads (GET or HEAD), asks a token service for pull access at most (every
+// action of every `scope` parameter is "pull"), and asks for no long-lived
+// token (`offline_token`). A guest can pull with the host's credential, but
+// cannot push, delete, or take away a token worth more than a pull.
+bool RegistryReadOnly(const RequestHead& req);
+
 // Base64 of `data` (standard alphabet, padded).
 std::string Base64(absl::string_view data);
 

@@ -64,16 +64,47 @@ TEST(InjectHeadTest, BasicAuthForGit) {
 TEST(InjectHeadTest, RegistryCredentialOnlyFillsTheGap) {
   const Placement registry{"registry:reg.test:5000@global", "", "s3cret", "basic:alice"};
   RequestHead missing = Req({}, "/v2/");
+  missing.method = "GET";
   ASSERT_TRUE(InjectHead(&missing, {registry}).ok());
   EXPECT_EQ(missing.Get("Authorization"), "Basic " + Base64("alice:s3cret"));
   RequestHead bearer = Req({{"Authorization", "Bearer eyJ-token"}}, "/v2/o/r/manifests/1");
+  bearer.method = "GET";
   auto placed = InjectHead(&bearer, {registry});
   ASSERT_TRUE(placed.ok());
   EXPECT_EQ(bearer.Get("Authorization"), "Bearer eyJ-token");
   EXPECT_TRUE(placed->empty());
   RequestHead basic = Req({{"Authorization", "Basic " + Base64("bob:other")}});
+  basic.method = "GET";
   ASSERT_TRUE(InjectHead(&basic, {registry}).ok());
   EXPECT_EQ(basic.Get("Authorization"), "Basic " + Base64("bob:other"));
+}
+
+// With the host's registry credential a guest may pull, and nothing more.
+TEST(InjectHeadTest, RegistryCredentialOnlyForReadsAndPullScopes) {
+  const Placement registry{"registry:reg.test@global", "", "s3cret", "basic:alice"};
+  auto carries = [&](const std::string& method, const std::string& target) {
+    RequestHead r = Req({}, target);
+    r.method = method;
+    EXPECT_TRUE(InjectHead(&r, {registry}).ok());
+    return !r.Get("Authorization").empty();
+  };
+  EXPECT_TRUE(carries("GET", "/v2/"));
+  EXPECT_TRUE(carries("HEAD", "/v2/o/r/manifests/v1"));
+  EXPECT_TRUE(carries("GET", "/token?scope=repository%3Ao%2Fr%3Apull&service=reg.test"));
+  EXPECT_TRUE(carries("GET", "/token?scope=repository:o/r:pull+repository:o/s:pull"));
+  EXPECT_FALSE(carries("PUT", "/v2/o/r/manifests/v1"));
+  EXPECT_FALSE(carries("POST", "/v2/o/r/blobs/uploads/"));
+  EXPECT_FALSE(carries("DELETE", "/v2/o/r/manifests/sha256:00"));
+  EXPECT_FALSE(carries("POST", "/token"));
+  EXPECT_FALSE(carries("GET", "/token?scope=repository:o/r:pull,push&service=reg.test"));
+  EXPECT_FALSE(carries("GET", "/token?scope=repository%3Ao%2Fr%3A%2A"));
+  EXPECT_FALSE(carries("GET", "/token?scope=repository:o/r:pull+repository:o/s:delete"));
+  EXPECT_FALSE(carries("GET", "/token?scope=repository:o/r:pull&offline_token=true"));
+  EXPECT_FALSE(carries("GET", "/token?scope=repository:o/r:pull%zz"));
+  // Other credentials are not limited this way.
+  RequestHead post = Req({});
+  ASSERT_TRUE(InjectHead(&post, {kOpenAi}).ok());
+  EXPECT_EQ(post.Get("Authorization"), "Bearer sk-real-2");
 }
 
 TEST(InjectHeadTest, ReplaceSwapsPlaceholdersInHeadersAndTarget) {

@@ -78,7 +78,7 @@ absl::Status MakeDockerDisk(const std::string& path, uint64_t mib) {
 
 // $1: the disk's serial.
 const char kDockerPrepareScript[] = R"SH(set -e
-for tool in dockerd docker; do
+for tool in dockerd docker flock; do
   command -v "$tool" >/dev/null 2>&1 || {
     echo "this image has no $tool: use the docker template (no -t), an image with Debian's docker.io and docker-cli, or --no-docker" >&2
     exit 3
@@ -98,8 +98,9 @@ getent group docker >/dev/null || groupadd -r docker
 if getent passwd agent >/dev/null && ! id -nG agent | tr ' ' '\n' | grep -qx docker; then
   usermod -aG docker agent
 fi
-# A socket or pid file left by an engine that is gone would stop the next.
-grep -qsx dockerd /proc/[0-9]*/comm || rm -f /var/run/docker.pid /var/run/docker.sock
+# A socket or pid file left by an engine that is gone would stop the next;
+# a running engine holds the lock (DockerdCommand).
+if flock -n /run/airlock-dockerd.lock true; then rm -f /var/run/docker.pid /var/run/docker.sock; fi
 )SH";
 
 std::vector<std::string> DockerdCommand() {
@@ -108,8 +109,8 @@ std::vector<std::string> DockerdCommand() {
   // which carries Airlock's CA.
   // An engine already running (vmmd restarted under a live guest) is kept.
   return {"sh", "-c",
-          "grep -qsx dockerd /proc/[0-9]*/comm && exit 0; set -a; . /etc/environment; set +a; "
-          "exec dockerd --group docker >>/var/log/dockerd.log 2>&1 </dev/null"};
+          "set -a; . /etc/environment; set +a; exec flock -n /run/airlock-dockerd.lock "
+          "dockerd --group docker >>/var/log/dockerd.log 2>&1 </dev/null"};
 }
 
 std::string DockerWaitScript(int timeout_s) {
@@ -117,7 +118,7 @@ std::string DockerWaitScript(int timeout_s) {
 started=$(date +%s)
 while [ "$(date +%s)" -lt "$deadline" ]; do
   if [ -S /var/run/docker.sock ] && docker version >/dev/null 2>&1; then exit 0; fi
-  if [ "$(date +%s)" -gt "$((started + 2))" ] && ! grep -qsx dockerd /proc/[0-9]*/comm; then
+  if [ "$(date +%s)" -gt "$((started + 5))" ] && flock -n /run/airlock-dockerd.lock true; then
     echo "dockerd exited:" >&2; tail -n 15 /var/log/dockerd.log >&2; exit 1
   fi
   sleep 0.2

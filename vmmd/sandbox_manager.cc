@@ -420,6 +420,10 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
   // without the global secrets: no install script gets the user's keys.
   if (!installs_image.empty()) {
     if (auto bare = SecretSentinels(spec.name(), true); !bare.ok()) return bare.status();
+  } else if (HasDocker(spec)) {
+    // Registered before the kits bind (which registers too): its Docker
+    // Engine pulls with the registry secrets.
+    if (auto r = SecretSentinels(spec.name(), false, true); !r.ok()) return r.status();
   }
   // The kits' credentials: every required one must have a secret (checked
   // for both phases); the install phase's stand until the first boot.
@@ -588,6 +592,15 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       if (absl::Status s = PrepareDisk(name); !s.ok()) return s;
       std::lock_guard<std::mutex> lock(mu_);
       sb = records_[name].sb;
+    }
+    // A docker disk whose making was cut short is made now (an existing
+    // one is the engine's state and kept).
+    if (HasDocker(sb.spec())) {
+      if (absl::Status s = MakeDockerDisk(SandboxDir(name) + "/docker.img",
+                                          sb.spec().docker_disk_mib());
+          !s.ok()) {
+        return s;
+      }
     }
     (void)Update(name, "choosing accelerator", [](vmm::Sandbox&) {});
     std::string accel = Accelerator();
