@@ -698,17 +698,9 @@ absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& 
   if (!registries.ok()) return registries.status();
   for (const auto& r : *registries) {
     if (!RegistryCredentialApplies(r.registry, *h, port)) continue;
-    auto value = secretsd::Open(key_, r.sealed, r.id);
-    if (!value.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("secret ", r.id, " cannot be decrypted: ", value.status().message()));
-    }
-    size_t colon = value->find(':');
-    if (colon == std::string::npos || colon == 0) {
-      return absl::DataLossError(absl::StrCat("secret ", r.id, " is not USERNAME:PASSWORD"));
-    }
-    out.push_back(
-        Credential{r.id, "", value->substr(colon + 1), "basic:" + value->substr(0, colon)});
+    auto cred = OpenRegistry(r);
+    if (!cred.ok()) return cred.status();
+    out.push_back(Credential{r.id, "", cred->password, "basic:" + cred->username});
   }
   return out;
 }
@@ -723,14 +715,17 @@ absl::StatusOr<RegistryCredential> SecretStore::ResolveRegistry(const std::strin
   if (rows->empty()) {
     return absl::NotFoundError(absl::StrCat("no registry credential is stored for ", *h));
   }
-  const Row& r = rows->front();
+  return OpenRegistry(rows->front());
+}
+
+absl::StatusOr<RegistryCredential> SecretStore::OpenRegistry(const Row& r) {
   auto value = secretsd::Open(key_, r.sealed, r.id);
   if (!value.ok()) {
     return absl::DataLossError(
         absl::StrCat("secret ", r.id, " cannot be decrypted: ", value.status().message()));
   }
   size_t colon = value->find(':');
-  if (colon == std::string::npos) {
+  if (colon == std::string::npos || colon == 0) {
     return absl::DataLossError(absl::StrCat("secret ", r.id, " is not USERNAME:PASSWORD"));
   }
   return RegistryCredential{value->substr(0, colon), value->substr(colon + 1)};

@@ -211,6 +211,9 @@ class SecretStore {
 
   SecretStore(StateDb* db, SecretKey key) : db_(db), key_(std::move(key)) {}
   absl::Status CheckKey();
+  // OpenRegistry decrypts a registry secret's row into its USERNAME and
+  // PASSWORD (DATA_LOSS when it cannot).
+  absl::StatusOr<RegistryCredential> OpenRegistry(const Row& r);
   absl::StatusOr<std::vector<Row>> Rows(const std::string& where,
                                         const std::vector<SqlValue>& params);
   absl::StatusOr<bool> Registered(const std::string& sandbox);
