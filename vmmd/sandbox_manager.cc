@@ -1,5 +1,7 @@
 #include "vmmd/sandbox_manager.h"
 
+#include "vmmd/sandbox_metadata.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -193,6 +195,36 @@ absl::Status SandboxManager::Update(const std::string& name, const std::string& 
   return absl::OkStatus();
 }
 
+absl::StatusOr<vmm::Sandbox> SandboxManager::SetDisplayName(const std::string& name,
+                                                            const std::string& display_name) {
+  if (absl::Status s = ValidateDisplayName(display_name); !s.ok()) return s;
+  if (absl::Status s = Update(name, "", [&](vmm::Sandbox& sb) {
+        sb.mutable_spec()->set_display_name(display_name);
+      });
+      !s.ok()) {
+    return s;
+  }
+  return Get(name);
+}
+
+absl::StatusOr<vmm::Sandbox> SandboxManager::RenewTimeout(const std::string& name,
+                                                          uint64_t timeout_seconds) {
+  if (timeout_seconds == 0) {
+    return absl::InvalidArgumentError("a renewed timeout must be at least 1 second");
+  }
+  vmm::SandboxSpec probe;
+  probe.set_timeout_seconds(timeout_seconds);
+  if (absl::Status s = ValidateMetadata(probe); !s.ok()) return s;
+  if (absl::Status s = Update(name, "", [&](vmm::Sandbox& sb) {
+        sb.mutable_spec()->set_timeout_seconds(timeout_seconds);
+        sb.set_expires_at(sb.state() == vmm::RUNNING ? ArmedExpiry(sb.spec(), time(nullptr)) : 0);
+      });
+      !s.ok()) {
+    return s;
+  }
+  return Get(name);
+}
+
 absl::StatusOr<vmm::Sandbox> SandboxManager::Begin(const std::string& name,
                                                    const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -255,6 +287,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
     spec.set_name(absl::StrCat(spec.agent(), "-", absl::Hex(rd() & 0xffffff, absl::kZeroPad6)));
   }
   if (absl::Status s = ValidateName(spec.name()); !s.ok()) return s;
+  if (absl::Status s = ValidateMetadata(spec); !s.ok()) return s;
   if (absl::Status s = ResolveDocker(&spec, IsBuiltinAgent(spec.agent())); !s.ok()) return s;
   // Kits first: their resources and ports shape the rest. policyd records
   // the grant now; every refusal below drops it again.
@@ -751,6 +784,7 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       absl::Status st = Update(name, "", [&](vmm::Sandbox& sb) {
         sb.set_state(vmm::RUNNING);
         sb.set_kernel(pong.kernel());
+        sb.set_expires_at(ArmedExpiry(sb.spec(), time(nullptr)));
       });
       if (st.ok()) {
         OpenPorts(name);
@@ -934,6 +968,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Stop(const std::string& name, int t
   absl::Status s = Update(name, "", [](vmm::Sandbox& sb) {
     sb.set_state(vmm::STOPPED);
     sb.set_vmm_pid(0);
+    sb.set_expires_at(0);
   });
   AnswerStoppedClone(*sb);
   End(name);
@@ -1371,12 +1406,35 @@ absl::Status SandboxManager::Recover() {
 void SandboxManager::Monitor() {
   while (!stopping_) {
     std::vector<vmm::Sandbox> running;
+    std::vector<vmm::Sandbox> expired;
     {
       std::unique_lock<std::mutex> lock(mu_);
       changed_.wait_for(lock, milliseconds(500));
-      for (const auto& [name, r] : records_) {
-        if (!r.busy && r.sb.state() == vmm::RUNNING) running.push_back(r.sb);
+      int64_t now = time(nullptr);
+      for (auto& [name, r] : records_) {
+        if (r.busy || r.sb.state() != vmm::RUNNING) continue;
+        if (Expired(r.sb, now) && !r.expiring) {
+          r.expiring = true;
+          expired.push_back(r.sb);
+        } else {
+          running.push_back(r.sb);
+        }
       }
+    }
+    // A deadline that passed applies its action once, off this thread.
+    for (const auto& sb : expired) {
+      std::string name = sb.spec().name();
+      bool stop = sb.spec().on_timeout() == vmm::TIMEOUT_STOP;
+      AIRLOCK_LOG_INFO("timeout reached", {{"sandbox", name}, {"action", stop ? "stop" : "delete"}});
+      StartWorker([this, name, stop] {
+        absl::Status s = stop ? Stop(name, 10).status() : Remove(name, true);
+        if (!s.ok()) {
+          AIRLOCK_LOG_WARN("timeout action failed", {{"sandbox", name}, {"error", std::string(s.message())}});
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = records_.find(name);
+        if (it != records_.end()) it->second.expiring = false;
+      });
     }
     for (const auto& sb : running) {
       if (FindVm(sb) > 0) continue;

@@ -92,6 +92,13 @@ class SandboxManager {
   absl::StatusOr<airlock::vmm::v1::Sandbox> Stop(const std::string& name, int timeout_s);
   // Remove deletes the sandbox and everything it owns on the host.
   absl::Status Remove(const std::string& name, bool force);
+  // SetDisplayName changes the label people see; the name stays.
+  absl::StatusOr<airlock::vmm::v1::Sandbox> SetDisplayName(const std::string& name,
+                                                          const std::string& display_name);
+  // RenewTimeout sets the deadline `timeout_seconds` from now (armed when
+  // RUNNING, else at the next boot).
+  absl::StatusOr<airlock::vmm::v1::Sandbox> RenewTimeout(const std::string& name,
+                                                        uint64_t timeout_seconds);
 
   // Watch calls `on_change` with the current state and on every change
   // until it returns false, the sandbox is removed, or `cancelled` is true.
@@ -145,6 +152,8 @@ class SandboxManager {
     bool busy = false;
     // rm -f or vmmd shutdown asks a boot in progress to give up.
     bool cancel = false;
+    // The deadline passed and its action is under way.
+    bool expiring = false;
   };
 
   std::string SandboxDir(const std::string& name) const;

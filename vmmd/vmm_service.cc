@@ -66,6 +66,22 @@ grpc::Status VmmService::Get(grpc::ServerContext*, const vmm::GetRequest* req, S
   return grpc::Status::OK;
 }
 
+grpc::Status VmmService::SetDisplayName(grpc::ServerContext*,
+                                        const vmm::SetDisplayNameRequest* req, Sandbox* resp) {
+  auto sb = manager_->SetDisplayName(req->name(), req->display_name());
+  if (!sb.ok()) return ToGrpc(sb.status());
+  *resp = *sb;
+  return grpc::Status::OK;
+}
+
+grpc::Status VmmService::RenewTimeout(grpc::ServerContext*, const vmm::RenewTimeoutRequest* req,
+                                      Sandbox* resp) {
+  auto sb = manager_->RenewTimeout(req->name(), req->timeout_seconds());
+  if (!sb.ok()) return ToGrpc(sb.status());
+  *resp = *sb;
+  return grpc::Status::OK;
+}
+
 grpc::Status VmmService::List(grpc::ServerContext*, const vmm::ListRequest*,
                               vmm::ListResponse* resp) {
   for (auto& sb : manager_->List()) *resp->add_sandboxes() = std::move(sb);

@@ -18,6 +18,10 @@ class VmmService final : public airlock::vmm::v1::Vmm::Service {
   grpc::Status Create(grpc::ServerContext*, const airlock::vmm::v1::CreateRequest*,
                       airlock::vmm::v1::CreateResponse*) override;
   grpc::Status Get(grpc::ServerContext*, const airlock::vmm::v1::GetRequest*, Sandbox*) override;
+  grpc::Status SetDisplayName(grpc::ServerContext*, const airlock::vmm::v1::SetDisplayNameRequest*,
+                              Sandbox*) override;
+  grpc::Status RenewTimeout(grpc::ServerContext*, const airlock::vmm::v1::RenewTimeoutRequest*,
+                            Sandbox*) override;
   grpc::Status List(grpc::ServerContext*, const airlock::vmm::v1::ListRequest*,
                     airlock::vmm::v1::ListResponse*) override;
   grpc::Status Watch(grpc::ServerContext*, const airlock::vmm::v1::WatchRequest*,

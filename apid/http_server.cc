@@ -1,0 +1,403 @@
+#include "apid/http_server.h"
+
+#include <arpa/inet.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+#include <list>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace airlock::apid {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace websocket = boost::beast::websocket;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+int FromHex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool Decode(absl::string_view in, bool plus_is_space, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return false;
+      int hi = FromHex(in[i + 1]), lo = FromHex(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out->push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out->push_back(' ');
+    } else {
+      out->push_back(c);
+    }
+  }
+  return true;
+}
+
+bool SplitHostPort(const std::string& listen, std::string* host, int* port) {
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = listen.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  return absl::SimpleAtoi(listen.substr(colon + 1), port) && *port >= 0 && *port <= 65535 &&
+         !host->empty();
+}
+
+HttpRequest ToRequest(const http::request<http::string_body>& req, bool* bad_target) {
+  HttpRequest out;
+  out.method = std::string(req.method_string());
+  *bad_target = !SplitTarget(std::string(req.target()), &out.path, &out.query);
+  for (const auto& field : req) {
+    std::string name = absl::AsciiStrToLower(std::string(field.name_string()));
+    std::string value(field.value());
+    auto [it, inserted] = out.headers.emplace(name, value);
+    if (!inserted) it->second = absl::StrCat(it->second, ", ", value);
+  }
+  out.body = req.body();
+  return out;
+}
+
+http::response<http::string_body> ToBeast(const HttpResponse& r, unsigned version, bool keep) {
+  http::response<http::string_body> res{static_cast<http::status>(r.status), version};
+  res.set(http::field::server, "apid");
+  if (!r.body.empty() || r.status != 204) res.set(http::field::content_type, r.content_type);
+  for (const auto& [k, v] : r.headers) res.set(k, v);
+  res.body() = r.body;
+  res.keep_alive(keep);
+  res.prepare_payload();
+  return res;
+}
+
+HttpResponse Plain(int status, const std::string& code, const std::string& message) {
+  HttpResponse r;
+  r.status = status;
+  r.body = absl::StrCat(R"({"code":")", code, R"(","message":")", message, R"(","details":[]})");
+  return r;
+}
+
+template <class Stream>
+class BeastWebSocket : public WebSocket {
+ public:
+  explicit BeastWebSocket(websocket::stream<Stream>& ws) : ws_(ws) {}
+  absl::StatusOr<std::string> Read() override {
+    beast::flat_buffer buf;
+    beast::error_code ec;
+    ws_.read(buf, ec);
+    if (ec) return absl::UnavailableError(ec.message());
+    return beast::buffers_to_string(buf.data());
+  }
+  absl::Status Write(const std::string& text) override {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    beast::error_code ec;
+    ws_.text(true);
+    ws_.write(asio::buffer(text), ec);
+    if (ec) return absl::UnavailableError(ec.message());
+    return absl::OkStatus();
+  }
+  void Close(const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    beast::error_code ec;
+    ws_.close(websocket::close_reason(websocket::close_code::normal, reason), ec);
+  }
+
+ private:
+  websocket::stream<Stream>& ws_;
+  std::mutex write_mu_;
+};
+
+}  // namespace
+
+bool SplitTarget(absl::string_view target, std::string* path,
+                 std::vector<std::pair<std::string, std::string>>* query) {
+  query->clear();
+  size_t q = target.find('?');
+  if (!Decode(target.substr(0, q), false, path)) return false;
+  if (q == absl::string_view::npos) return true;
+  absl::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    size_t amp = rest.find('&');
+    absl::string_view pair = rest.substr(0, amp);
+    rest = amp == absl::string_view::npos ? absl::string_view() : rest.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string k, v;
+    if (!Decode(pair.substr(0, eq), true, &k)) return false;
+    if (eq != absl::string_view::npos && !Decode(pair.substr(eq + 1), true, &v)) return false;
+    query->emplace_back(std::move(k), std::move(v));
+  }
+  return true;
+}
+
+bool IsLoopbackListen(const std::string& listen) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(listen, &host, &port)) return false;
+  if (host == "localhost" || host == "::1") return true;
+  in_addr a4;
+  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  return false;
+}
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  HttpHandler handler;
+  WebSocketHandler ws_handler;
+  asio::io_context io;
+  std::unique_ptr<asio::ssl::context> tls;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::thread accept_thread;
+  std::atomic<bool> stopping{false};
+
+  struct Conn {
+    std::thread thread;
+    tcp::socket* socket = nullptr;  // valid while the thread runs
+    std::atomic<bool> done{false};
+  };
+  std::mutex mu;
+  std::list<Conn> conns;
+  int live = 0;
+
+  void AcceptLoop();
+  void Reap(bool all);
+  template <class Stream>
+  void Serve(Stream& stream, tcp::socket& raw);
+};
+
+template <class Stream>
+void HttpServer::Impl::Serve(Stream& stream, tcp::socket& raw) {
+  beast::flat_buffer buf;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(options.max_body_bytes);
+    parser.header_limit(64 * 1024);
+    beast::error_code ec;
+    http::read(stream, buf, parser, ec);
+    if (ec == http::error::end_of_stream || ec == asio::error::eof) return;
+    if (ec) {
+      if (ec == http::error::body_limit) {
+        HttpResponse r = Plain(413, "invalidArgument",
+                               absl::StrCat("request body is over ", options.max_body_bytes,
+                                            " bytes"));
+        auto res = ToBeast(r, 11, false);
+        http::write(stream, res, ec);
+      } else if (ec != asio::error::operation_aborted && !stopping) {
+        HttpResponse r = Plain(400, "invalidArgument", "malformed HTTP request");
+        auto res = ToBeast(r, 11, false);
+        http::write(stream, res, ec);
+      }
+      return;
+    }
+    http::request<http::string_body> req = parser.release();
+    bool bad_target = false;
+    HttpRequest hreq = ToRequest(req, &bad_target);
+    if (bad_target) {
+      auto res = ToBeast(Plain(400, "invalidArgument", "bad percent-encoding in the URL"),
+                         req.version(), false);
+      http::write(stream, res, ec);
+      return;
+    }
+    if (websocket::is_upgrade(req)) {
+      WebSocketAccept accept = ws_handler ? ws_handler(hreq)
+                                          : WebSocketAccept{std::make_unique<HttpResponse>(Plain(
+                                                                404, "notFound", "no WebSocket here")),
+                                                            "", nullptr};
+      if (accept.refusal != nullptr || !accept.serve) {
+        HttpResponse r = accept.refusal ? *accept.refusal
+                                        : Plain(404, "notFound", "no WebSocket here");
+        auto res = ToBeast(r, req.version(), false);
+        http::write(stream, res, ec);
+        return;
+      }
+      websocket::stream<Stream&> ws(stream);
+      std::string sub = accept.subprotocol;
+      ws.set_option(websocket::stream_base::decorator([sub](websocket::response_type& res) {
+        res.set(http::field::server, "apid");
+        if (!sub.empty()) res.set(http::field::sec_websocket_protocol, sub);
+      }));
+      ws.read_message_max(options.max_body_bytes);
+      ws.accept(req, ec);
+      if (ec) return;
+      BeastWebSocket<Stream&> session(ws);
+      accept.serve(session);
+      return;
+    }
+    HttpResponse r = handler(hreq);
+    bool keep = req.keep_alive() && !stopping;
+    auto res = ToBeast(r, req.version(), keep);
+    if (req.method() == http::verb::head) {
+      http::response_serializer<http::string_body> sr(res);
+      sr.split(true);
+      http::write_header(stream, sr, ec);
+    } else {
+      http::write(stream, res, ec);
+    }
+    if (ec || !keep) return;
+  }
+}
+
+void HttpServer::Impl::Reap(bool all) {
+  std::list<Conn> finished;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto it = conns.begin(); it != conns.end();) {
+      if (all || it->done) {
+        auto next = std::next(it);
+        finished.splice(finished.end(), conns, it);
+        it = next;
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& c : finished) {
+    if (c.thread.joinable()) c.thread.join();
+  }
+}
+
+void HttpServer::Impl::AcceptLoop() {
+  while (!stopping) {
+    auto socket = std::make_unique<tcp::socket>(io);
+    beast::error_code ec;
+    acceptor->accept(*socket, ec);
+    if (stopping) break;
+    if (ec) {
+      if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) break;
+      continue;
+    }
+    Reap(false);
+    Conn* conn;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (live >= options.max_connections) {
+        // Over the cap: a short answer on this thread, then closed.
+        auto res = ToBeast(Plain(503, "unavailable", "too many connections; retry later"), 11,
+                           false);
+        http::write(*socket, res, ec);
+        continue;
+      }
+      ++live;
+      conns.emplace_back();
+      conn = &conns.back();
+      conn->socket = socket.get();
+    }
+    conn->thread = std::thread([this, conn, s = std::move(socket)]() mutable {
+      beast::error_code ec;
+      if (tls != nullptr) {
+        beast::ssl_stream<tcp::socket&> stream(*s, *tls);
+        stream.handshake(asio::ssl::stream_base::server, ec);
+        if (!ec) Serve(stream, *s);
+        stream.shutdown(ec);
+      } else {
+        Serve(*s, *s);
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        s->shutdown(tcp::socket::shutdown_both, ec);
+        s->close(ec);
+        conn->socket = nullptr;
+        --live;
+      }
+      conn->done = true;
+    });
+  }
+}
+
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler,
+                       WebSocketHandler ws_handler)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->handler = std::move(handler);
+  impl_->ws_handler = std::move(ws_handler);
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+std::string HttpServer::scheme() const { return impl_->tls ? "https" : "http"; }
+
+absl::Status HttpServer::Start() {
+  const HttpServerOptions& o = impl_->options;
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(o.listen, &host, &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen \"", o.listen, "\" is not HOST:PORT (e.g. 127.0.0.1:7777)"));
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (o.tls_cert.empty() && !IsLoopbackListen(o.listen)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen ", o.listen,
+        " is not a loopback address: give --tls-cert and --tls-key to serve it with TLS"));
+  }
+  if (!o.tls_cert.empty()) {
+    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                     asio::ssl::context::no_tlsv1_1);
+    beast::error_code ec;
+    ctx->use_certificate_chain_file(o.tls_cert, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-cert ", o.tls_cert, ": ", ec.message()));
+    ctx->use_private_key_file(o.tls_key, asio::ssl::context::pem, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-key ", o.tls_key, ": ", ec.message()));
+    impl_->tls = std::move(ctx);
+  }
+  beast::error_code ec;
+  tcp::resolver resolver(impl_->io);
+  auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::numeric_service, ec);
+  if (ec || results.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen ", o.listen, ": ", ec.message()));
+  }
+  tcp::endpoint ep = results.begin()->endpoint();
+  auto acceptor = std::make_unique<tcp::acceptor>(impl_->io);
+  acceptor->open(ep.protocol(), ec);
+  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(ep, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen, ": ", ec.message(),
+                                               " (another apid? pick one with --listen)"));
+  }
+  port_ = acceptor->local_endpoint().port();
+  impl_->acceptor = std::move(acceptor);
+  impl_->accept_thread = std::thread([this] { impl_->AcceptLoop(); });
+  return absl::OkStatus();
+}
+
+void HttpServer::Stop() {
+  if (impl_->acceptor == nullptr || impl_->stopping.exchange(true)) return;
+  beast::error_code ec;
+  // Closing a socket another thread blocks on does not wake it; shutting
+  // its file descriptor down does.
+  ::shutdown(impl_->acceptor->native_handle(), SHUT_RDWR);
+  if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
+  impl_->acceptor->close(ec);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (auto& c : impl_->conns) {
+      if (c.socket != nullptr) ::shutdown(c.socket->native_handle(), SHUT_RDWR);
+    }
+  }
+  impl_->Reap(true);
+}
+
+}  // namespace airlock::apid
