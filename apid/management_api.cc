@@ -261,8 +261,10 @@ HttpResponse ManagementApi::Keyed(const HttpRequest& req, const Claims& caller,
     return Error(s);
   }
   HttpResponse r = op();
-  if (r.status >= 500) {
-    (void)ledger_->Forget(full_scope, key);  // nothing to replay: let a retry run
+  if (r.status < 200 || r.status > 299) {
+    // A refusal changed nothing: there is no result to replay, and a
+    // corrected retry under the same key runs.
+    (void)ledger_->Forget(full_scope, key);
   } else {
     auto etag = r.headers.find("ETag");
     (void)ledger_->Complete(full_scope, key, r.status, r.body,

@@ -53,8 +53,8 @@ class ManagementApi {
   HttpResponse DeletePort(const std::string& uid, const std::string& port);
 
   // Keyed runs `op` under the Idempotency-Key of `req` (if any): a replay
-  // returns the first response, another payload 409. `scope` names the
-  // operation and its target.
+  // returns the first successful response, another payload 409; a refusal
+  // is not kept. `scope` names the operation and its target.
   HttpResponse Keyed(const HttpRequest& req, const Claims& caller, const std::string& scope,
                      const std::string& payload, const std::function<HttpResponse()>& op);
   // View fetches `uid` and renders it with its ETag header.

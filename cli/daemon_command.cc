@@ -155,7 +155,7 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   daemon->require_subcommand(1);
 
   CLI::App* start = daemon->add_subcommand(
-      "start", "Start the five daemons in the background (or find them running) and wait until healthy");
+      "start", "Start the six daemons in the background (or find them running) and wait until healthy");
   auto* start_json = start->add_flag("--json", "Print the status as JSON");
   start->callback([=] {
     Daemons d;
@@ -195,7 +195,7 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   CLI::App* logs = daemon->add_subcommand("logs", "Show daemon logs (all daemons, or one)");
   auto* which = new std::string();
   auto* lines = new int(50);
-  logs->add_option("daemon", *which, "vmmd, proxyd, secretsd, gitd or policyd")
+  logs->add_option("daemon", *which, "vmmd, proxyd, secretsd, gitd, policyd or apid")
       ->check(CLI::IsMember(DaemonNames()));
   logs->add_option("-n,--tail", *lines, "Lines to show from the end")->capture_default_str();
   auto* follow = logs->add_flag("-f,--follow", "Keep printing new lines");

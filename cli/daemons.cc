@@ -140,6 +140,12 @@ absl::Status Daemons::Start(bool progress) {
     // <state-dir>/<name>.conf when there is one.
     std::string conf = absl::StrCat(state_dir_, "/", st.name, ".conf");
     if (access(conf.c_str(), R_OK) == 0) argv.push_back("--config=" + conf);
+    // Where the REST API listens, for a second daemon set on one machine
+    // (tests use 127.0.0.1:0); a flag wins over apid.conf.
+    if (const char* listen = getenv("AIRLOCK_API_LISTEN");
+        st.name == "apid" && listen != nullptr && *listen) {
+      argv.push_back(absl::StrCat("--listen=", listen));
+    }
     auto pid = SpawnDetached(argv, st.log);
     if (!pid.ok()) return pid.status();
     launched.emplace_back(st.name, *pid);

@@ -1,4 +1,4 @@
-// The CLI's view of the five daemons on this machine: where their binaries,
+// The CLI's view of the six daemons on this machine: where their binaries,
 // sockets, pid files and logs are; starting them in the background, waiting
 // until they are healthy, reporting on them and stopping them.
 #ifndef AIRLOCK_CLI_DAEMONS_H_
@@ -18,7 +18,7 @@ namespace airlock::cli {
 // The daemons in start order: those others depend on come first.
 inline const std::vector<std::string>& DaemonNames() {
   static const std::vector<std::string> names = {"policyd", "secretsd", "gitd", "proxyd",
-                                                 "vmmd"};
+                                                 "vmmd",    "apid"};
   return names;
 }
 

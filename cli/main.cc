@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "cli/api_command.h"
 #include "cli/daemon_command.h"
 #include "cli/kit_command.h"
 #include "cli/policy_command.h"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   airlock::cli::AddKitCommand(app, &exit_code);
   airlock::cli::AddTemplateCommand(app, &exit_code);
   airlock::cli::AddDaemonCommand(app, &exit_code);
+  airlock::cli::AddApiCommand(app, &exit_code);
   try {
     app.parse(parsed_argc, argv);
   } catch (const CLI::ParseError& e) {

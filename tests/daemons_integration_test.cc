@@ -1,4 +1,4 @@
-// Starts the five real daemon binaries on real Unix sockets in a temporary
+// Starts the six real daemon binaries on real Unix sockets in a temporary
 // runtime dir, kills one, and checks that `airlock daemon start` brings it
 // back and `airlock daemon stop` leaves nothing running.
 #include <signal.h>
@@ -33,6 +33,9 @@ class DaemonsIntegrationTest : public ::testing::Test {
     std::string st = "--state-dir=" + dir_.path() + "/state";
     pid_t pid = fork();
     if (pid == 0) {
+      if (name == "apid") {
+        execl(bin.c_str(), bin.c_str(), rt.c_str(), st.c_str(), "--listen=127.0.0.1:0", nullptr);
+      }
       execl(bin.c_str(), bin.c_str(), rt.c_str(), st.c_str(), nullptr);
       _exit(127);
     }
@@ -68,9 +71,9 @@ TEST_F(DaemonsIntegrationTest, KilledDaemonIsRestartedAndStopLeavesNothing) {
   auto start = Airlock({"daemon", "start", "--json"});
   ASSERT_EQ(start.exit_code, 0) << start.err;
   auto after = nlohmann::json::parse(start.out);
-  ASSERT_EQ(after.size(), 5u);
+  ASSERT_EQ(after.size(), 6u);
   for (const auto& d : after) EXPECT_EQ(d["state"], "running") << d.dump();
-  // The other four were found running, not restarted.
+  // The other five were found running, not restarted.
   EXPECT_EQ(after[0]["pid"], pids["policyd"]);
   EXPECT_NE(after[1]["pid"], pids["secretsd"]);
   EXPECT_TRUE(CheckHealth(*DialUnix(Sock("secretsd")), std::chrono::seconds(5)).ok());

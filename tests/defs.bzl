@@ -1,6 +1,7 @@
 """airlock_integration_test: a cc_test that runs the real daemons and CLI."""
 
 DAEMONS = [
+    "//apid",
     "//gitd",
     "//policyd",
     "//proxyd",

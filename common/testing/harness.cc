@@ -34,7 +34,10 @@ ShortTempDir::~ShortTempDir() {
 }
 
 std::map<std::string, std::string> AirlockEnv(const std::string& dir) {
-  return {{"AIRLOCK_RUNTIME_DIR", dir + "/run"}, {"AIRLOCK_STATE_DIR", dir + "/state"}};
+  // apid on a port of its own, so test daemon sets never share 7777.
+  return {{"AIRLOCK_RUNTIME_DIR", dir + "/run"},
+          {"AIRLOCK_STATE_DIR", dir + "/state"},
+          {"AIRLOCK_API_LISTEN", "127.0.0.1:0"}};
 }
 
 CommandResult RunAirlock(const std::map<std::string, std::string>& env,
