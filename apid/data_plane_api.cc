@@ -93,32 +93,21 @@ void DataPlaneApi::Register(Router* r) {
              return (this->*h)(req, uid);
            });
   }
-  // Process handles and their WebSocket are not served yet.
-  struct Missing {
-    const char* method;
-    const char* path;
-    const char* operation;
-  };
-  static const Missing kMissing[] = {
-      {"POST", "/v1/processes", "createProcess"},
-      {"GET", "/v1/processes", "listProcesses"},
-      {"GET", "/v1/processes/{process}", "getProcess"},
-      {"GET", "/v1/processes/{process}/output", "readOutput"},
-      {"POST", "/v1/processes/{process}/signal", "signal"},
-      {"GET", "/v1/processes/{process}/interact", "interact"},
-      {"POST", "/v1/files/upload", "upload"},
-      {"GET", "/v1/files/download", "download"},
-  };
-  for (const Missing& m : kMissing) {
-    std::string op = m.operation;
-    r->Add(m.method, absl::StrCat("/endpoints/{uid}", m.path),
-           [this, op](const HttpRequest& req, const PathParams& p) {
+  // Multipart upload and download are not served yet.
+  for (const auto& [method, path, op] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"POST", "/v1/files/upload", "upload"}, {"GET", "/v1/files/download", "download"}}) {
+    std::string operation = op;
+    r->Add(method, absl::StrCat("/endpoints/{uid}", path),
+           [this, operation](const HttpRequest& req, const PathParams& p) {
              const std::string& uid = p.at("uid");
+             Claims unused;
              if (auto e = auth_->Endpoint(req, uid, EndpointUri(options_.base_url, uid),
-                                          "sandboxesExec")) {
-               if (e->status == 401) return Error(*e);
+                                          operation == "upload" ? "sandboxesFilesWrite"
+                                                                : "sandboxesFilesRead")) {
+               return Error(*e);
              }
-             return Error(ApiError::Unimplemented(op));
+             return Error(ApiError::Unimplemented(operation));
            });
   }
 }

@@ -9,6 +9,7 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
+#include <deque>
 #include <list>
 
 #include "absl/strings/numbers.h"
@@ -94,34 +95,80 @@ HttpResponse Plain(int status, const std::string& code, const std::string& messa
   return r;
 }
 
+// AsyncWebSocket runs a session on the connection's own io_context:
+// one async read at a time, one async write at a time (Beast's rule), and
+// Send/Close from other threads posted onto that context.
 template <class Stream>
-class BeastWebSocket : public WebSocket {
+class AsyncWebSocket : public WebSocket {
  public:
-  explicit BeastWebSocket(websocket::stream<Stream>& ws) : ws_(ws) {}
-  absl::StatusOr<std::string> Read() override {
-    beast::flat_buffer buf;
-    beast::error_code ec;
-    ws_.read(buf, ec);
-    if (ec) return absl::UnavailableError(ec.message());
-    return beast::buffers_to_string(buf.data());
+  AsyncWebSocket(websocket::stream<Stream>& ws, asio::io_context& io, WebSocketSession* app)
+      : ws_(ws), io_(io), app_(app) {}
+
+  void Send(std::string text) override {
+    asio::post(io_, [this, text = std::move(text)]() mutable {
+      if (closed_ || closing_) return;
+      queue_.push_back(std::move(text));
+      if (!writing_) WriteNext();
+    });
   }
-  absl::Status Write(const std::string& text) override {
-    std::lock_guard<std::mutex> lock(write_mu_);
-    beast::error_code ec;
-    ws_.text(true);
-    ws_.write(asio::buffer(text), ec);
-    if (ec) return absl::UnavailableError(ec.message());
-    return absl::OkStatus();
+  void Close(int code, std::string reason) override {
+    asio::post(io_, [this, code, reason = std::move(reason)] {
+      if (closed_ || closing_) return;
+      closing_ = true;
+      close_code_ = code;
+      close_reason_ = reason.substr(0, 123);
+      if (!writing_) CloseNow();
+    });
   }
-  void Close(const std::string& reason) override {
-    std::lock_guard<std::mutex> lock(write_mu_);
-    beast::error_code ec;
-    ws_.close(websocket::close_reason(websocket::close_code::normal, reason), ec);
+  void Start() {
+    app_->OnOpen(*this);
+    ReadNext();
   }
 
  private:
+  void ReadNext() {
+    ws_.async_read(buf_, [this](beast::error_code ec, size_t) {
+      if (ec) return Finish();
+      std::string data = beast::buffers_to_string(buf_.data());
+      buf_.consume(buf_.size());
+      if (!closed_) app_->OnMessage(*this, data, !ws_.got_text());
+      ReadNext();
+    });
+  }
+  void WriteNext() {
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(asio::buffer(queue_.front()), [this](beast::error_code ec, size_t) {
+      queue_.pop_front();
+      writing_ = false;
+      if (ec) {
+        beast::get_lowest_layer(ws_).close(ec);
+        return;
+      }
+      if (!queue_.empty()) return WriteNext();
+      if (closing_) CloseNow();
+    });
+  }
+  void CloseNow() {
+    websocket::close_reason why(static_cast<websocket::close_code>(close_code_), close_reason_);
+    ws_.async_close(why, [this](beast::error_code) {});
+  }
+  void Finish() {
+    if (closed_) return;
+    closed_ = true;
+    app_->OnClosed();
+  }
+
   websocket::stream<Stream>& ws_;
-  std::mutex write_mu_;
+  asio::io_context& io_;
+  WebSocketSession* app_;
+  beast::flat_buffer buf_;
+  std::deque<std::string> queue_;
+  bool writing_ = false;
+  bool closing_ = false;
+  bool closed_ = false;
+  int close_code_ = 1000;
+  std::string close_reason_;
 };
 
 }  // namespace
@@ -179,11 +226,11 @@ struct HttpServer::Impl {
   void AcceptLoop();
   void Reap(bool all);
   template <class Stream>
-  void Serve(Stream& stream, tcp::socket& raw);
+  void Serve(Stream& stream, asio::io_context& io);
 };
 
 template <class Stream>
-void HttpServer::Impl::Serve(Stream& stream, tcp::socket& raw) {
+void HttpServer::Impl::Serve(Stream& stream, asio::io_context& io) {
   beast::flat_buffer buf;
   for (;;) {
     http::request_parser<http::string_body> parser;
@@ -216,13 +263,11 @@ void HttpServer::Impl::Serve(Stream& stream, tcp::socket& raw) {
       return;
     }
     if (websocket::is_upgrade(req)) {
-      WebSocketAccept accept = ws_handler ? ws_handler(hreq)
-                                          : WebSocketAccept{std::make_unique<HttpResponse>(Plain(
-                                                                404, "notFound", "no WebSocket here")),
-                                                            "", nullptr};
-      if (accept.refusal != nullptr || !accept.serve) {
+      WebSocketAccept accept;
+      if (ws_handler) accept = ws_handler(hreq);
+      if (accept.refusal != nullptr || accept.session == nullptr) {
         HttpResponse r = accept.refusal ? *accept.refusal
-                                        : Plain(404, "notFound", "no WebSocket here");
+                                        : Plain(404, "notFound", "no WebSocket at this path");
         auto res = ToBeast(r, req.version(), false);
         http::write(stream, res, ec);
         return;
@@ -236,8 +281,9 @@ void HttpServer::Impl::Serve(Stream& stream, tcp::socket& raw) {
       ws.read_message_max(options.max_body_bytes);
       ws.accept(req, ec);
       if (ec) return;
-      BeastWebSocket<Stream&> session(ws);
-      accept.serve(session);
+      AsyncWebSocket<Stream&> session(ws, io, accept.session.get());
+      session.Start();
+      io.run();
       return;
     }
     HttpResponse r = handler(hreq);
@@ -275,7 +321,10 @@ void HttpServer::Impl::Reap(bool all) {
 
 void HttpServer::Impl::AcceptLoop() {
   while (!stopping) {
-    auto socket = std::make_unique<tcp::socket>(io);
+    // Each connection has an io_context of its own: sync HTTP needs none,
+    // a WebSocket session runs its async reads and writes on it.
+    auto conn_io = std::make_unique<asio::io_context>();
+    auto socket = std::make_unique<tcp::socket>(*conn_io);
     beast::error_code ec;
     acceptor->accept(*socket, ec);
     if (stopping) break;
@@ -299,15 +348,16 @@ void HttpServer::Impl::AcceptLoop() {
       conn = &conns.back();
       conn->socket = socket.get();
     }
-    conn->thread = std::thread([this, conn, s = std::move(socket)]() mutable {
+    conn->thread = std::thread([this, conn, cio = std::move(conn_io),
+                                s = std::move(socket)]() mutable {
       beast::error_code ec;
       if (tls != nullptr) {
         beast::ssl_stream<tcp::socket&> stream(*s, *tls);
         stream.handshake(asio::ssl::stream_base::server, ec);
-        if (!ec) Serve(stream, *s);
+        if (!ec) Serve(stream, *cio);
         stream.shutdown(ec);
       } else {
-        Serve(*s, *s);
+        Serve(*s, *cio);
       }
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -316,6 +366,8 @@ void HttpServer::Impl::AcceptLoop() {
         conn->socket = nullptr;
         --live;
       }
+      s.reset();  // before its io_context
+      cio.reset();
       conn->done = true;
     });
   }
@@ -334,6 +386,14 @@ HttpServer::~HttpServer() { Stop(); }
 std::string HttpServer::scheme() const { return impl_->tls ? "https" : "http"; }
 
 absl::Status HttpServer::Start() {
+  if (impl_->acceptor == nullptr) {
+    if (absl::Status s = Listen(); !s.ok()) return s;
+  }
+  impl_->accept_thread = std::thread([this] { impl_->AcceptLoop(); });
+  return absl::OkStatus();
+}
+
+absl::Status HttpServer::Listen() {
   const HttpServerOptions& o = impl_->options;
   std::string host;
   int port = 0;
@@ -379,7 +439,6 @@ absl::Status HttpServer::Start() {
   }
   port_ = acceptor->local_endpoint().port();
   impl_->acceptor = std::move(acceptor);
-  impl_->accept_thread = std::thread([this] { impl_->AcceptLoop(); });
   return absl::OkStatus();
 }
 

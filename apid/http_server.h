@@ -22,31 +22,39 @@
 
 namespace airlock::apid {
 
-// WebSocket is a server-side WebSocket session, after the handshake. All
-// calls come from the thread the session was handed to, except Close,
-// which any thread may call to end a blocked Read.
+// WebSocket is the server side of one WebSocket session after the
+// handshake. Send and Close may be called from any thread (they are queued
+// onto the connection's own event loop); messages arrive through the
+// WebSocketSession on that loop's thread.
 class WebSocket {
  public:
   virtual ~WebSocket() = default;
-  // Read returns the next text or binary message; an error when the peer
-  // closed or the connection broke.
-  virtual absl::StatusOr<std::string> Read() = 0;
-  // Write sends one text message.
-  virtual absl::Status Write(const std::string& text) = 0;
-  // Close ends the session with a close frame carrying `reason`.
-  virtual void Close(const std::string& reason) = 0;
+  // Send queues one text message.
+  virtual void Send(std::string text) = 0;
+  // Close sends a close frame with `code` (1000 normal, 1008 policy, ...)
+  // after every queued message.
+  virtual void Close(int code, std::string reason) = 0;
 };
 
-// WebSocketHandler decides an upgrade: it returns the subprotocol to accept
-// (empty for none) or an HttpResponse that refuses the upgrade, and then,
-// once the handshake is done, serves the session in `serve`.
+// WebSocketSession is what the application does with a session.
+class WebSocketSession {
+ public:
+  virtual ~WebSocketSession() = default;
+  // OnOpen runs once, after the handshake.
+  virtual void OnOpen(WebSocket& ws) = 0;
+  // OnMessage runs for each inbound message; `binary` for binary frames.
+  virtual void OnMessage(WebSocket& ws, const std::string& data, bool binary) = 0;
+  // OnClosed runs once when the session is over (either side closed or the
+  // connection broke); no call on `ws` has any effect after it.
+  virtual void OnClosed() = 0;
+};
+
+// WebSocketAccept is the answer to an upgrade request: a refusal (an HTTP
+// response), or the subprotocol to echo and the session to run.
 struct WebSocketAccept {
-  // Set to refuse the upgrade with this response.
   std::unique_ptr<HttpResponse> refusal;
-  // Subprotocol echoed in Sec-WebSocket-Protocol (empty: none).
   std::string subprotocol;
-  // Serves the session after the handshake; runs on the connection's thread.
-  std::function<void(WebSocket&)> serve;
+  std::unique_ptr<WebSocketSession> session;
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
@@ -73,8 +81,11 @@ class HttpServer {
   HttpServer(HttpServerOptions options, HttpHandler handler, WebSocketHandler ws_handler);
   ~HttpServer();
 
-  // Start binds and starts accepting in the background. Refuses a
+  // Listen binds (so port() is known) without accepting yet. Refuses a
   // non-loopback address without TLS.
+  absl::Status Listen();
+  // Start accepts in the background (listening first if Listen was not
+  // called).
   absl::Status Start();
   // Stop closes the listener and every connection and joins every thread.
   void Stop();

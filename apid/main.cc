@@ -13,6 +13,8 @@
 #include "apid/idempotency.h"
 #include "apid/management_api.h"
 #include "apid/policy_client.h"
+#include "apid/process_table.h"
+#include "apid/processes_api.h"
 #include "apid/router.h"
 #include "apid/signer.h"
 #include "apid/token_store.h"
@@ -63,10 +65,12 @@ int main(int argc, char** argv) {
     http.listen = c.options.at("listen");
     http.tls_cert = c.options.at("http-tls-cert");
     http.tls_key = c.options.at("http-tls-key");
-    apid::HttpServer server(http, [&router](const apid::HttpRequest& req) {
-      return router.Handle(req);
-    }, nullptr);
-    if (absl::Status s = server.Start(); !s.ok()) return s;
+    apid::ProcessTable processes(&vmm);
+    std::unique_ptr<apid::ProcessesApi> processes_api;
+    apid::HttpServer server(
+        http, [&router](const apid::HttpRequest& req) { return router.Handle(req); },
+        [&processes_api](const apid::HttpRequest& req) { return processes_api->Upgrade(req); });
+    if (absl::Status s = server.Listen(); !s.ok()) return s;
     std::string base = c.options.at("public-url");
     if (base.empty()) {
       std::string host = http.listen.substr(0, http.listen.rfind(':'));
@@ -84,10 +88,15 @@ int main(int argc, char** argv) {
     dpo.exec_output_limit = exec_limit;
     apid::DataPlaneApi data_plane(dpo, &auth, &vmm);
     data_plane.Register(&router);
+    processes_api = std::make_unique<apid::ProcessesApi>(base, &auth, &processes);
+    processes_api->Register(&router);
+    // Routes are complete before the first connection is accepted.
+    if (absl::Status s = server.Start(); !s.ok()) return s;
     AIRLOCK_LOG_INFO("REST API listening", {{"url", base}});
 
     apid::ApiService service(&tokens, base);
     return rt.Serve({&service}, [&] {
+      processes.Shutdown();
       server.Stop();
       background.Join();
     });

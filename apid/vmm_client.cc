@@ -168,6 +168,39 @@ absl::Status VmmClient::UnpublishPort(const std::string& name, const vmm::PortMa
   return Map(stub_->UnpublishPort(&ctx, req, &resp));
 }
 
+bool ExecSession::Write(const vmm::ExecRequest& req) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (writes_done_) return false;
+  return stream_->Write(req);
+}
+
+void ExecSession::CloseWrites() {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!writes_done_) stream_->WritesDone();
+  writes_done_ = true;
+}
+
+absl::Status ExecSession::Finish() {
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (!writes_done_) stream_->WritesDone();
+    writes_done_ = true;
+  }
+  return Map(stream_->Finish());
+}
+
+absl::StatusOr<std::unique_ptr<ExecSession>> VmmClient::StartExec(const vmm::ExecStart& start) {
+  auto session = std::make_unique<ExecSession>();
+  session->stream_ = stub_->Exec(&session->ctx_);
+  vmm::ExecRequest req;
+  *req.mutable_start() = start;
+  if (!session->stream_->Write(req)) {
+    session->writes_done_ = true;
+    return Map(session->stream_->Finish());
+  }
+  return session;
+}
+
 absl::StatusOr<ExecResult> VmmClient::Exec(const vmm::ExecStart& start, size_t cap) {
   grpc::ClientContext ctx;
   Deadline(ctx, seconds(3600));

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,29 @@ struct ExecResult {
   std::string err;
   // The combined output passed the cap; the rest was read and dropped.
   bool incomplete = false;
+};
+
+// ExecSession is one running process's Exec stream: responses are read by
+// one thread; requests (stdin, resize, signal) may be written from any.
+class ExecSession {
+ public:
+  ExecSession() = default;
+  bool Read(airlock::vmm::v1::ExecResponse* resp) { return stream_->Read(resp); }
+  bool Write(const airlock::vmm::v1::ExecRequest& req);
+  // CloseWrites ends the client side (after the exit arrived).
+  void CloseWrites();
+  // Cancel ends the call; vmmd kills the process.
+  void Cancel() { ctx_.TryCancel(); }
+  absl::Status Finish();
+
+ private:
+  friend class VmmClient;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<airlock::vmm::v1::ExecRequest,
+                                           airlock::vmm::v1::ExecResponse>>
+      stream_;
+  std::mutex write_mu_;
+  bool writes_done_ = false;
 };
 
 class VmmClient {
@@ -47,6 +71,8 @@ class VmmClient {
                                                            uint32_t sandbox_port);
   absl::Status UnpublishPort(const std::string& name, const airlock::vmm::v1::PortMapping& m);
 
+  // StartExec starts a process and returns its stream.
+  absl::StatusOr<std::unique_ptr<ExecSession>> StartExec(const airlock::vmm::v1::ExecStart& start);
   // Exec runs `start` to completion, keeping at most `cap` bytes of
   // stdout and stderr together.
   absl::StatusOr<ExecResult> Exec(const airlock::vmm::v1::ExecStart& start, size_t cap);
