@@ -15,7 +15,7 @@ ApiError Make(int status, const char* code, std::string message) {
 ApiError ApiError::InvalidArgument(std::string m) { return Make(400, "invalidArgument", std::move(m)); }
 ApiError ApiError::NotFound(std::string m) { return Make(404, "notFound", std::move(m)); }
 ApiError ApiError::FailedPrecondition(std::string m) {
-  return Make(400, "failedPrecondition", std::move(m));
+  return Make(409, "failedPrecondition", std::move(m));
 }
 ApiError ApiError::Unauthenticated(std::string m) { return Make(401, "unauthenticated", std::move(m)); }
 ApiError ApiError::PermissionDenied(std::string m) {
@@ -65,9 +65,11 @@ ApiError FromStatus(const absl::Status& s) {
   int http = 500;
   switch (s.code()) {
     case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kFailedPrecondition: http = 400; break;
+    case absl::StatusCode::kOutOfRange: http = 400; break;
     case absl::StatusCode::kNotFound: http = 404; break;
+    // The API answers its failedPrecondition refusals with 409 (412 and
+    // 428 for ETags, set where they arise).
+    case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kAborted: http = 409; break;
     case absl::StatusCode::kPermissionDenied: http = 403; break;

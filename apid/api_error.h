@@ -40,7 +40,7 @@ std::string CodeName(absl::StatusCode code);
 
 // FromStatus maps a peer's status to the API's code and HTTP status
 // (INVALID_ARGUMENT 400, NOT_FOUND 404, ALREADY_EXISTS 409,
-// FAILED_PRECONDITION 400, PERMISSION_DENIED 403, UNAUTHENTICATED 401,
+// FAILED_PRECONDITION 409, PERMISSION_DENIED 403, UNAUTHENTICATED 401,
 // RESOURCE_EXHAUSTED 429, UNIMPLEMENTED 501, UNAVAILABLE 503,
 // DEADLINE_EXCEEDED 504, others 500), keeping the message.
 ApiError FromStatus(const absl::Status& status);

@@ -1,6 +1,8 @@
 #include "apid/http_server.h"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -9,6 +11,7 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
+#include <condition_variable>
 #include <deque>
 #include <list>
 
@@ -105,12 +108,17 @@ class AsyncWebSocket : public WebSocket {
       : ws_(ws), io_(io), app_(app) {}
 
   void Send(std::string text) override {
+    queued_bytes_ += text.size();
     asio::post(io_, [this, text = std::move(text)]() mutable {
-      if (closed_ || closing_) return;
+      if (closed_ || closing_) {
+        queued_bytes_ -= text.size();
+        return;
+      }
       queue_.push_back(std::move(text));
       if (!writing_) WriteNext();
     });
   }
+  size_t Queued() const override { return queued_bytes_; }
   void Close(int code, std::string reason) override {
     asio::post(io_, [this, code, reason = std::move(reason)] {
       if (closed_ || closing_) return;
@@ -139,6 +147,7 @@ class AsyncWebSocket : public WebSocket {
     writing_ = true;
     ws_.text(true);
     ws_.async_write(asio::buffer(queue_.front()), [this](beast::error_code ec, size_t) {
+      queued_bytes_ -= queue_.front().size();
       queue_.pop_front();
       writing_ = false;
       if (ec) {
@@ -164,12 +173,19 @@ class AsyncWebSocket : public WebSocket {
   WebSocketSession* app_;
   beast::flat_buffer buf_;
   std::deque<std::string> queue_;
+  std::atomic<size_t> queued_bytes_{0};
   bool writing_ = false;
   bool closing_ = false;
   bool closed_ = false;
   int close_code_ = 1000;
   std::string close_reason_;
 };
+
+// A body without credentials may be at most this large (a token
+// exchange is a few hundred bytes).
+constexpr uint64_t kAnonymousBodyBytes = 64 * 1024;
+// An idle or stalled connection is closed after this long.
+constexpr int kIoTimeoutSeconds = 60;
 
 }  // namespace
 
@@ -218,26 +234,74 @@ struct HttpServer::Impl {
     std::thread thread;
     tcp::socket* socket = nullptr;  // valid while the thread runs
     std::atomic<bool> done{false};
+    // While reading or writing: when the watchdog cuts the connection
+    // (steady-clock ms; 0 while a handler works or a WebSocket runs).
+    std::atomic<int64_t> deadline_ms{0};
   };
   std::mutex mu;
   std::list<Conn> conns;
   int live = 0;
 
+  std::thread watchdog;
+  std::mutex watchdog_mu;
+  std::condition_variable watchdog_cv;
+
   void AcceptLoop();
+  void Watchdog();
   void Reap(bool all);
   template <class Stream>
-  void Serve(Stream& stream, asio::io_context& io);
+  void Serve(Stream& stream, asio::io_context& io, std::atomic<int64_t>* deadline);
 };
 
+namespace {
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void HttpServer::Impl::Watchdog() {
+  std::unique_lock<std::mutex> wlock(watchdog_mu);
+  while (!stopping) {
+    watchdog_cv.wait_for(wlock, std::chrono::milliseconds(500));
+    int64_t now = NowMs();
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& c : conns) {
+      int64_t d = c.deadline_ms;
+      // A silent or stalled peer loses its slot: the blocked read fails.
+      if (c.socket != nullptr && d > 0 && now > d) ::shutdown(c.socket->native_handle(), SHUT_RDWR);
+    }
+  }
+}
+
 template <class Stream>
-void HttpServer::Impl::Serve(Stream& stream, asio::io_context& io) {
+void HttpServer::Impl::Serve(Stream& stream, asio::io_context& io,
+                             std::atomic<int64_t>* deadline) {
   beast::flat_buffer buf;
+  auto arm = [&] { *deadline = NowMs() + kIoTimeoutSeconds * 1000; };
   for (;;) {
+    arm();
     http::request_parser<http::string_body> parser;
     parser.body_limit(options.max_body_bytes);
     parser.header_limit(64 * 1024);
     beast::error_code ec;
-    http::read(stream, buf, parser, ec);
+    // The header first: a large body is read only for a caller that sends
+    // credentials, so an anonymous client cannot make apid hold much.
+    http::read_header(stream, buf, parser, ec);
+    if (!ec) {
+      const auto& h = parser.get();
+      auto length = parser.content_length();
+      bool authed = h.find(http::field::authorization) != h.end();
+      if (!authed && (parser.chunked() || (length && *length > kAnonymousBodyBytes))) {
+        auto res = ToBeast(Plain(401, "unauthenticated",
+                                 "a request body over 64 KiB needs Authorization: Bearer"),
+                           h.version(), false);
+        http::write(stream, res, ec);
+        return;
+      }
+      http::read(stream, buf, parser, ec);
+    }
     if (ec == http::error::end_of_stream || ec == asio::error::eof) return;
     if (ec) {
       if (ec == http::error::body_limit) {
@@ -278,15 +342,20 @@ void HttpServer::Impl::Serve(Stream& stream, asio::io_context& io) {
         res.set(http::field::server, "apid");
         if (!sub.empty()) res.set(http::field::sec_websocket_protocol, sub);
       }));
-      ws.read_message_max(options.max_body_bytes);
+      ws.read_message_max(1u << 20);
+      // Pings keep a quiet session alive and end a dead one.
+      ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
       ws.accept(req, ec);
       if (ec) return;
+      *deadline = 0;  // the session's own timeouts and pings from here
       AsyncWebSocket<Stream&> session(ws, io, accept.session.get());
       session.Start();
       io.run();
       return;
     }
+    *deadline = 0;  // a handler may take long (exec, pulls)
     HttpResponse r = handler(hreq);
+    arm();
     bool keep = req.keep_alive() && !stopping;
     auto res = ToBeast(r, req.version(), keep);
     if (req.method() == http::verb::head) {
@@ -353,11 +422,12 @@ void HttpServer::Impl::AcceptLoop() {
       beast::error_code ec;
       if (tls != nullptr) {
         beast::ssl_stream<tcp::socket&> stream(*s, *tls);
+        conn->deadline_ms = NowMs() + kIoTimeoutSeconds * 1000;
         stream.handshake(asio::ssl::stream_base::server, ec);
-        if (!ec) Serve(stream, *cio);
+        if (!ec) Serve(stream, *cio, &conn->deadline_ms);
         stream.shutdown(ec);
       } else {
-        Serve(*s, *cio);
+        Serve(*s, *cio, &conn->deadline_ms);
       }
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -390,6 +460,7 @@ absl::Status HttpServer::Start() {
     if (absl::Status s = Listen(); !s.ok()) return s;
   }
   impl_->accept_thread = std::thread([this] { impl_->AcceptLoop(); });
+  impl_->watchdog = std::thread([this] { impl_->Watchdog(); });
   return absl::OkStatus();
 }
 
@@ -449,6 +520,8 @@ void HttpServer::Stop() {
   // its file descriptor down does.
   ::shutdown(impl_->acceptor->native_handle(), SHUT_RDWR);
   if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
+  impl_->watchdog_cv.notify_all();
+  if (impl_->watchdog.joinable()) impl_->watchdog.join();
   impl_->acceptor->close(ec);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);

@@ -34,6 +34,9 @@ class WebSocket {
   // Close sends a close frame with `code` (1000 normal, 1008 policy, ...)
   // after every queued message.
   virtual void Close(int code, std::string reason) = 0;
+  // Queued is how many bytes Send has queued and not yet written (a
+  // producer waits while it is large).
+  virtual size_t Queued() const = 0;
 };
 
 // WebSocketSession is what the application does with a session.

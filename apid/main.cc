@@ -3,6 +3,7 @@
 // API tokens of its own. This file only reads options and wires objects.
 #include <cstdlib>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "apid/api_service.h"
@@ -15,7 +16,10 @@
 #include "apid/policy_client.h"
 #include "apid/process_table.h"
 #include "apid/processes_api.h"
+#include "apid/proxy_client.h"
+#include "apid/resources_api.h"
 #include "apid/router.h"
+#include "apid/secrets_client.h"
 #include "apid/signer.h"
 #include "apid/token_store.h"
 #include "apid/vmm_client.h"
@@ -32,6 +36,8 @@ int main(int argc, char** argv) {
       {"public-url", "base URL clients reach the API at (default: from --listen)", ""},
       {"vmmd-socket", "vmmd's Unix socket (default: <runtime-dir>/vmmd.sock)", ""},
       {"policyd-socket", "policyd's Unix socket (default: <runtime-dir>/policyd.sock)", ""},
+      {"proxyd-socket", "proxyd's Unix socket (default: <runtime-dir>/proxyd.sock)", ""},
+      {"secretsd-socket", "secretsd's Unix socket (default: <runtime-dir>/secretsd.sock)", ""},
       {"exec-output-limit", "bytes of stdout+stderr a REST exec keeps", "16777216"},
       {"access-token-ttl", "seconds an exchanged access token is valid", "900"},
   };
@@ -58,6 +64,8 @@ int main(int argc, char** argv) {
     apid::Authenticator auth(&*signer, &tokens);
     apid::VmmClient vmm(airlock::DialUnix(socket_of("vmmd-socket", "vmmd")));
     apid::PolicyClient policy(airlock::DialUnix(socket_of("policyd-socket", "policyd")));
+    apid::ProxyClient proxy(airlock::DialUnix(socket_of("proxyd-socket", "proxyd")));
+    apid::SecretsClient secrets(airlock::DialUnix(socket_of("secretsd-socket", "secretsd")));
     apid::Background background;
 
     apid::Router router;
@@ -81,6 +89,7 @@ int main(int argc, char** argv) {
     apid::ManagementOptions mo;
     mo.base_url = base;
     mo.access_ttl_s = access_ttl;
+    mo.on_deleted = [&processes](const std::string& uid) { processes.Forget(uid); };
     apid::ManagementApi management(mo, &auth, &tokens, &ledger, &vmm, &policy, &background);
     management.Register(&router);
     apid::DataPlaneOptions dpo;
@@ -90,15 +99,22 @@ int main(int argc, char** argv) {
     data_plane.Register(&router);
     processes_api = std::make_unique<apid::ProcessesApi>(base, &auth, &processes);
     processes_api->Register(&router);
+    apid::ResourcesApi resources(&auth, &vmm, &policy, &proxy, &secrets);
+    resources.Register(&router);
+    // Stopping: long calls end first (so handlers return), then no new
+    // process can start, then connections close and every thread is joined,
+    // all before any object they use is destroyed, however Serve returns.
+    auto stop = absl::MakeCleanup([&] {
+      vmm.CancelAll();
+      processes.Shutdown();
+      server.Stop();
+      background.Join();
+    });
     // Routes are complete before the first connection is accepted.
     if (absl::Status s = server.Start(); !s.ok()) return s;
     AIRLOCK_LOG_INFO("REST API listening", {{"url", base}});
 
     apid::ApiService service(&tokens, base);
-    return rt.Serve({&service}, [&] {
-      processes.Shutdown();
-      server.Stop();
-      background.Join();
-    });
+    return rt.Serve({&service}, [&] { std::move(stop).Invoke(); });
   });
 }

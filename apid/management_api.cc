@@ -147,14 +147,15 @@ void ManagementApi::Register(Router* r) {
          authed([this](auto&, auto&, auto& p) { return ListPorts(p.at("sandbox")); }));
   r->Add("POST", "/v1/sandboxes/{sandbox}/ports", authed([this](auto& req, auto& c, auto& p) {
            return Keyed(req, c, "createPort:" + p.at("sandbox"), CanonicalPayload(req),
-                        [&] { return CreatePort(req, p.at("sandbox")); });
+                        p.at("sandbox"),
+                        [&](const std::string&) { return CreatePort(req, p.at("sandbox")); });
          }));
   r->Add("GET", "/v1/sandboxes/{sandbox}/ports/{port}", authed([this](auto&, auto&, auto& p) {
            return GetPort(p.at("sandbox"), p.at("port"));
          }));
   r->Add("DELETE", "/v1/sandboxes/{sandbox}/ports/{port}",
-         authed([this](auto&, auto&, auto& p) {
-           return DeletePort(p.at("sandbox"), p.at("port"));
+         authed([this](auto& req, auto&, auto& p) {
+           return DeletePort(req, p.at("sandbox"), p.at("port"));
          }));
 
   // What Airlock does not have: 501 naming the operation, after auth.
@@ -210,6 +211,9 @@ HttpResponse ManagementApi::View(const std::string& uid, int status) {
     }
     return Error(sb.status());
   }
+  if (!sb->installs_agent_image().empty()) {
+    return Error(ApiError::NotFound(absl::StrCat("sandboxes/", uid, " does not exist")));
+  }
   wire::Sandbox view = ToWire(*sb, options_.base_url, background_->Deleting(uid));
   HttpResponse r = JsonResponse(status, view);
   r.headers["ETag"] = view.core().etag();
@@ -227,6 +231,9 @@ std::optional<ApiError> ManagementApi::Precondition(const HttpRequest& req,
     }
     return FromStatus(sb.status());
   }
+  if (!sb->installs_agent_image().empty()) {
+    return ApiError::NotFound(absl::StrCat("sandboxes/", uid, " does not exist"));
+  }
   std::string etag = ToWire(*sb, options_.base_url, background_->Deleting(uid)).core().etag();
   if (want != etag && want != "*") return ApiError::EtagMismatch(etag);
   return std::nullopt;
@@ -234,33 +241,47 @@ std::optional<ApiError> ManagementApi::Precondition(const HttpRequest& req,
 
 HttpResponse ManagementApi::Keyed(const HttpRequest& req, const Claims& caller,
                                   const std::string& scope, const std::string& payload,
-                                  const std::function<HttpResponse()>& op) {
+                                  const std::string& target,
+                                  const std::function<HttpResponse(const std::string&)>& op) {
   std::string key = req.Header("idempotency-key");
-  if (key.empty()) return op();
+  if (key.empty()) return op(target);
   if (key.size() > 256) {
     return Error(ApiError::InvalidArgument("Idempotency-Key is over 256 characters"));
   }
   std::string full_scope = absl::StrCat(caller.subject, "|", scope);
-  std::lock_guard<std::mutex> lock(keyed_mu_);
-  auto found = ledger_->Find(full_scope, key);
-  if (!found.ok()) return Error(found.status());
-  if (found->has_value()) {
-    const LedgerEntry& e = **found;
-    if (e.request_hash != payload) return Error(ApiError::IdempotencyConflict());
-    if (e.status != 0) {
-      HttpResponse r;
-      r.status = e.status;
-      r.body = e.body;
-      if (!e.etag.empty()) r.headers["ETag"] = e.etag;
-      return r;
+  std::string inflight = absl::StrCat(full_scope, "\n", key);
+  std::string use_target = target;
+  {
+    std::lock_guard<std::mutex> lock(keyed_mu_);
+    if (inflight_.count(inflight)) {
+      ApiError e = FromStatus(absl::AbortedError(
+          "a request with this Idempotency-Key is still running; retry when it has answered"));
+      return Error(e);
     }
-    // apid stopped during the first attempt: run it again (each operation
-    // converges on a retry).
-  } else if (absl::Status s = ledger_->Reserve(full_scope, key, payload, "", time(nullptr));
-             !s.ok()) {
-    return Error(s);
+    auto found = ledger_->Find(full_scope, key);
+    if (!found.ok()) return Error(found.status());
+    if (found->has_value()) {
+      const LedgerEntry& e = **found;
+      if (e.request_hash != payload) return Error(ApiError::IdempotencyConflict());
+      if (e.status != 0) {
+        HttpResponse r;
+        r.status = e.status;
+        r.body = e.body;
+        if (!e.etag.empty()) r.headers["ETag"] = e.etag;
+        return r;
+      }
+      // An attempt that did not finish (apid stopped during it): run again
+      // on the same target, so a create finds the sandbox it made.
+      if (!e.target.empty()) use_target = e.target;
+    } else if (absl::Status s = ledger_->Reserve(full_scope, key, payload, target, time(nullptr));
+               !s.ok()) {
+      return Error(s);
+    }
+    inflight_.insert(inflight);
   }
-  HttpResponse r = op();
+  HttpResponse r = op(use_target);
+  std::lock_guard<std::mutex> lock(keyed_mu_);
+  inflight_.erase(inflight);
   if (r.status < 200 || r.status > 299) {
     // A refusal changed nothing: there is no result to replay, and a
     // corrected retry under the same key runs.
@@ -445,10 +466,14 @@ HttpResponse ManagementApi::Create(const HttpRequest& req, const Claims& caller)
     spec.set_timeout_seconds(static_cast<uint64_t>(secs));
     spec.set_on_timeout(action == "stop" ? vmm::TIMEOUT_STOP : vmm::TIMEOUT_DELETE);
   }
-  std::string uid = NewUid(body.agent());
-  spec.set_name(uid);
   bool pull_always = body.pull_policy() == "always";
-  return Keyed(req, caller, "createSandbox", CanonicalPayload(req), [&]() -> HttpResponse {
+  return Keyed(req, caller, "createSandbox", CanonicalPayload(req), NewUid(body.agent()),
+               [&](const std::string& uid) -> HttpResponse {
+    spec.set_name(uid);
+    // A retry of a create that got as far as vmmd answers with that sandbox.
+    auto existing = vmm_->Get(uid);
+    if (existing.ok()) return View(uid, 202);
+    if (existing.status().code() != absl::StatusCode::kNotFound) return Error(existing.status());
     if (absl::Status s = vmm_->EnsureImage(image.empty() ? "base" : image, pull_always); !s.ok()) {
       return Error(s);
     }
@@ -459,8 +484,11 @@ HttpResponse ManagementApi::Create(const HttpRequest& req, const Claims& caller)
     }
     auto created = vmm_->Create(spec);
     if (!created.ok()) {
-      (void)policy_->ClearSandboxRules(uid);
       absl::Status s = created.status();
+      // The rules go unless vmmd has the sandbox after all (a lost answer).
+      if (s.code() != absl::StatusCode::kAlreadyExists && !vmm_->Get(uid).ok()) {
+        (void)policy_->ClearSandboxRules(uid);
+      }
       if (s.code() == absl::StatusCode::kNotFound) {
         return Error(ApiError::InvalidArgument(std::string(s.message())));
       }
@@ -504,7 +532,8 @@ HttpResponse ManagementApi::Update(const HttpRequest& req, const Claims& caller,
   } else if (v.kind_case() != google::protobuf::Value::kNullValue) {
     return Error(ApiError::InvalidArgument("displayName must be present: a string, or null to clear"));
   }
-  return Keyed(req, caller, "updateSandbox:" + uid, CanonicalPayload(req), [&]() -> HttpResponse {
+  return Keyed(req, caller, "updateSandbox:" + uid, CanonicalPayload(req), uid,
+               [&](const std::string&) -> HttpResponse {
     if (auto e = Precondition(req, uid)) return Error(*e);
     auto sb = vmm_->SetDisplayName(uid, display);
     if (!sb.ok()) return Error(sb.status());
@@ -515,7 +544,10 @@ HttpResponse ManagementApi::Update(const HttpRequest& req, const Claims& caller,
 HttpResponse ManagementApi::Delete(const HttpRequest& req, const Claims& caller,
                                    const std::string& uid) {
   if (req.Header("if-match").empty()) return Error(ApiError::EtagRequired());
-  return Keyed(req, caller, "deleteSandbox:" + uid, CanonicalPayload(req), [&]() -> HttpResponse {
+  // Deletion converges by itself: a retry (with or without its
+  // Idempotency-Key) deletes what is left, so nothing is replayed.
+  (void)caller;
+  auto op = [&]() -> HttpResponse {
     if (auto e = Precondition(req, uid)) {
       if (e->status == 404) {
         HttpResponse gone;
@@ -529,6 +561,7 @@ HttpResponse ManagementApi::Delete(const HttpRequest& req, const Claims& caller,
         absl::Status s = vmm_->Remove(uid);
         if (s.ok() || s.code() == absl::StatusCode::kNotFound) {
           (void)policy_->ClearSandboxRules(uid);
+          if (options_.on_deleted) options_.on_deleted(uid);
         } else {
           AIRLOCK_LOG_WARN("delete failed", {{"sandbox", uid}, {"error", std::string(s.message())}});
         }
@@ -542,7 +575,8 @@ HttpResponse ManagementApi::Delete(const HttpRequest& req, const Claims& caller,
       return gone;
     }
     return r;
-  });
+  };
+  return op();
 }
 
 HttpResponse ManagementApi::Lifecycle(const HttpRequest& req, const Claims& caller,
@@ -550,7 +584,8 @@ HttpResponse ManagementApi::Lifecycle(const HttpRequest& req, const Claims& call
   wire::EmptyRequest body;
   if (auto e = ParseBody(req.body, &body, /*empty_ok=*/true)) return Error(*e);
   const std::string op = start ? "startSandbox:" : "stopSandbox:";
-  return Keyed(req, caller, op + uid, CanonicalPayload(req), [&]() -> HttpResponse {
+  return Keyed(req, caller, op + uid, CanonicalPayload(req), uid,
+               [&](const std::string&) -> HttpResponse {
     if (auto e = Precondition(req, uid)) return Error(*e);
     if (start) {
       auto sb = vmm_->Start(uid);
@@ -625,11 +660,11 @@ HttpResponse ManagementApi::EndpointCredential(const HttpRequest& req, const Cla
   int64_t ttl = kEndpointTtl;
   if (body.has_ttl()) ttl = std::clamp<int64_t>(body.ttl().seconds(), 1, kEndpointTtl);
   auto sb = vmm_->Get(uid);
-  if (!sb.ok()) {
-    if (sb.status().code() == absl::StatusCode::kNotFound) {
-      return no_store(Error(ApiError::NotFound(absl::StrCat("sandboxes/", uid, " does not exist"))));
-    }
+  if (!sb.ok() && sb.status().code() != absl::StatusCode::kNotFound) {
     return no_store(Error(sb.status()));
+  }
+  if (!sb.ok() || !sb->installs_agent_image().empty()) {
+    return no_store(Error(ApiError::NotFound(absl::StrCat("sandboxes/", uid, " does not exist"))));
   }
   int64_t expires = time(nullptr) + ttl;
   std::string audience = EndpointUri(options_.base_url, uid);
@@ -706,11 +741,16 @@ HttpResponse ManagementApi::GetPort(const std::string& uid, const std::string& p
   return Error(ApiError::NotFound(absl::StrCat("sandboxes/", uid, " publishes no port ", port)));
 }
 
-HttpResponse ManagementApi::DeletePort(const std::string& uid, const std::string& port) {
+HttpResponse ManagementApi::DeletePort(const HttpRequest& req, const std::string& uid,
+                                      const std::string& port) {
+  std::string want = req.Header("if-match");
+  if (want.empty()) return Error(ApiError::EtagRequired());
   auto ports = vmm_->ListPorts(uid);
   if (!ports.ok()) return Error(ports.status());
   for (const auto& m : *ports) {
     if (absl::StrCat(m.sandbox_port()) == port) {
+      std::string etag = PortView(uid, m).etag();
+      if (want != etag && want != "*") return Error(ApiError::EtagMismatch(etag));
       if (absl::Status s = vmm_->UnpublishPort(uid, m); !s.ok()) return Error(s);
     }
   }

@@ -6,7 +6,9 @@
 #ifndef AIRLOCK_APID_MANAGEMENT_API_H_
 #define AIRLOCK_APID_MANAGEMENT_API_H_
 
+#include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "apid/auth.h"
@@ -24,6 +26,8 @@ struct ManagementOptions {
   std::string base_url;
   // Lifetime of an exchanged access token.
   int64_t access_ttl_s = 900;
+  // Called once a sandbox deleted through the API is gone.
+  std::function<void(const std::string& uid)> on_deleted;
 };
 
 class ManagementApi {
@@ -50,13 +54,17 @@ class ManagementApi {
   HttpResponse ListPorts(const std::string& uid);
   HttpResponse CreatePort(const HttpRequest& req, const std::string& uid);
   HttpResponse GetPort(const std::string& uid, const std::string& port);
-  HttpResponse DeletePort(const std::string& uid, const std::string& port);
+  HttpResponse DeletePort(const HttpRequest& req, const std::string& uid, const std::string& port);
 
   // Keyed runs `op` under the Idempotency-Key of `req` (if any): a replay
-  // returns the first successful response, another payload 409; a refusal
-  // is not kept. `scope` names the operation and its target.
+  // returns the first successful response, another payload 409, the same
+  // key while the first is still running 409 (aborted); a refusal is not
+  // kept. `scope` names the operation; `target` is what it acts on (a
+  // create's fresh uid), and an attempt that never finished hands its own
+  // target to the retry.
   HttpResponse Keyed(const HttpRequest& req, const Claims& caller, const std::string& scope,
-                     const std::string& payload, const std::function<HttpResponse()>& op);
+                     const std::string& payload, const std::string& target,
+                     const std::function<HttpResponse(const std::string& target)>& op);
   // View fetches `uid` and renders it with its ETag header.
   HttpResponse View(const std::string& uid, int status);
   // Precondition checks If-Match against the sandbox's current ETag.
@@ -69,8 +77,9 @@ class ManagementApi {
   VmmClient* vmm_;
   PolicyClient* policy_;
   Background* background_;
-  // Keyed operations run one at a time: a replay waits for the first.
+  // Guards the ledger's read-then-write and the keys whose operation runs.
   std::mutex keyed_mu_;
+  std::set<std::string> inflight_;
 };
 
 }  // namespace airlock::apid

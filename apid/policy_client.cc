@@ -1,6 +1,7 @@
 #include "apid/policy_client.h"
 
 #include "absl/strings/str_cat.h"
+#include "apid/peer_status.h"
 #include "common/client.h"
 
 namespace airlock::apid {
@@ -8,14 +9,7 @@ namespace airlock::apid {
 namespace pb = airlock::policy::v1;
 
 namespace {
-absl::Status Map(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      s.error_message().find("connect") != std::string::npos) {
-    return absl::UnavailableError("policyd is not answering; start it (airlock daemon start)");
-  }
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
+absl::Status Map(const grpc::Status& s) { return PeerStatus("policyd", s); }
 }  // namespace
 
 PolicyClient::PolicyClient(std::shared_ptr<grpc::Channel> channel)

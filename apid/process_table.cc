@@ -15,6 +15,9 @@ namespace {
 constexpr size_t kRetainBytes = 8u << 20;
 // Exited processes kept per sandbox, for reading their output and exit.
 constexpr size_t kKeepExited = 64;
+// Processes running at once, per sandbox and in all.
+constexpr size_t kMaxRunningPerSandbox = 64;
+constexpr size_t kMaxRunning = 1024;
 }  // namespace
 
 int SignalNumber(const std::string& name) {
@@ -88,13 +91,14 @@ void Process::ReadLoop() {
   if (!got_exit) {
     exit_code_ = 137;
     reason_ = s.ok() ? "the process's exit status was lost" : std::string(s.message());
+    if (pid_ == 0) call_status_ = s.ok() ? absl::UnavailableError(reason_) : s;
   }
   cv_.notify_all();
 }
 
 Process::Snapshot Process::State() {
   std::lock_guard<std::mutex> lock(mu_);
-  return Snapshot{pid_, exited_, exit_code_, reason_, last_sequence_};
+  return Snapshot{pid_, exited_, exit_code_, reason_, last_sequence_, call_status_};
 }
 
 absl::StatusOr<std::vector<OutputChunk>> Process::Output(int64_t after, size_t max_bytes) {
@@ -178,17 +182,34 @@ absl::StatusOr<std::shared_ptr<Process>> ProcessTable::Start(const vmm::ExecStar
   std::vector<std::shared_ptr<Process>> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return absl::UnavailableError("apid is stopping");
     auto& list = by_sandbox_[sandbox];
     if (label.empty()) label = absl::StrCat("process-", next_label_++);
+    if (starting_[sandbox].count(label)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("a process labelled \"", label, "\" exists in this sandbox"));
+    }
     for (const auto& p : list) {
       if (p->label() == label) {
         return absl::AlreadyExistsError(
             absl::StrCat("a process labelled \"", label, "\" exists in this sandbox"));
       }
     }
+    size_t running = 0, running_here = 0, exited = 0;
+    for (const auto& [name, procs] : by_sandbox_) {
+      for (const auto& p : procs) {
+        bool done = p->State().exited;
+        running += !done;
+        if (name == sandbox) (done ? exited : running_here) += 1;
+      }
+    }
+    running_here += starting_[sandbox].size();
+    if (running_here >= kMaxRunningPerSandbox || running >= kMaxRunning) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "too many processes running (", running_here, " in this sandbox, ", running,
+          " in all); wait for some to exit or signal them"));
+    }
     // Forget the oldest exited processes past the bound.
-    size_t exited = 0;
-    for (const auto& p : list) exited += p->State().exited;
     for (auto it = list.begin(); it != list.end() && exited > kKeepExited;) {
       if ((*it)->State().exited) {
         dropped.push_back(*it);
@@ -198,15 +219,30 @@ absl::StatusOr<std::shared_ptr<Process>> ProcessTable::Start(const vmm::ExecStar
         ++it;
       }
     }
+    starting_[sandbox].insert(label);
   }
   dropped.clear();  // joins their finished readers outside the lock
+  auto release = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    starting_[sandbox].erase(label);
+  };
   auto exec = vmm_->StartExec(start);
-  if (!exec.ok()) return exec.status();
+  if (!exec.ok()) {
+    release();
+    return exec.status();
+  }
   std::string id = absl::BytesToHexString(RandomToken(8).substr(0, 6));
   auto p = std::make_shared<Process>(id, sandbox, label, session, start.tty(), std::move(*exec));
-  // The first answer says whether it started (a pid) or could not.
+  // The first answer says whether it started (a pid) or the call failed
+  // (no such sandbox, not running): then there is no process to keep.
   p->WaitStarted(std::chrono::seconds(30));
+  Process::Snapshot st = p->State();
+  if (st.exited && st.pid == 0 && !st.call_status.ok()) {
+    release();
+    return st.call_status;
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  starting_[sandbox].erase(label);
   by_sandbox_[sandbox].push_back(p);
   return p;
 }
@@ -227,10 +263,23 @@ std::vector<std::shared_ptr<Process>> ProcessTable::List(const std::string& sand
   return it == by_sandbox_.end() ? std::vector<std::shared_ptr<Process>>() : it->second;
 }
 
+void ProcessTable::Forget(const std::string& sandbox) {
+  std::vector<std::shared_ptr<Process>> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_sandbox_.find(sandbox);
+    if (it == by_sandbox_.end()) return;
+    gone.swap(it->second);
+    by_sandbox_.erase(it);
+  }
+  for (auto& p : gone) p->Kill();
+}
+
 void ProcessTable::Shutdown() {
   std::map<std::string, std::vector<std::shared_ptr<Process>>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
     all.swap(by_sandbox_);
   }
   for (auto& [sandbox, list] : all) {

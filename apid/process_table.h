@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +49,9 @@ class Process {
     int exit_code = 0;
     std::string reason;
     int64_t last_sequence = 0;
+    // Why the call itself failed (the sandbox is gone or not running);
+    // OK when the process ran.
+    absl::Status call_status;
   };
   Snapshot State();
 
@@ -86,6 +90,7 @@ class Process {
   bool exited_ = false;
   int exit_code_ = 0;
   std::string reason_;
+  absl::Status call_status_;
 };
 
 class ProcessTable {
@@ -101,7 +106,9 @@ class ProcessTable {
   std::shared_ptr<Process> Find(const std::string& sandbox, const std::string& id);
   // List returns `sandbox`'s processes, oldest first.
   std::vector<std::shared_ptr<Process>> List(const std::string& sandbox);
-  // Shutdown ends every process and joins its reader.
+  // Forget ends and drops every process of `sandbox` (it was deleted).
+  void Forget(const std::string& sandbox);
+  // Shutdown ends every process, joins its reader, and refuses new ones.
   void Shutdown();
 
  private:
@@ -109,7 +116,10 @@ class ProcessTable {
   std::mutex mu_;
   // sandbox -> processes in start order.
   std::map<std::string, std::vector<std::shared_ptr<Process>>> by_sandbox_;
+  // Labels of processes being started, per sandbox.
+  std::map<std::string, std::set<std::string>> starting_;
   int64_t next_label_ = 1;
+  bool closed_ = false;
 };
 
 // SignalNumber maps the API's signal names ("term", "kill", "int", "hup",

@@ -62,7 +62,10 @@ std::string ErrorFrame(const ApiError& e) { return ErrorResponse(e).body; }
 // its own, input applied as it arrives.
 class InteractSession : public WebSocketSession {
  public:
-  InteractSession(std::shared_ptr<Process> process) : process_(std::move(process)) {}
+  // `still_valid` says whether the credential the session was opened with
+  // is still good (not expired, its API token not removed).
+  InteractSession(std::shared_ptr<Process> process, std::function<bool()> still_valid)
+      : process_(std::move(process)), still_valid_(std::move(still_valid)) {}
   ~InteractSession() override { StopPump(); }
 
   void OnOpen(WebSocket& ws) override { ws_ = &ws; }
@@ -120,9 +123,25 @@ class InteractSession : public WebSocketSession {
 
   void Pump(int64_t cursor) {
     auto last_sent = std::chrono::steady_clock::now();
+    auto last_check = last_sent;
     while (!stop_) {
       process_->WaitFor(cursor, std::chrono::milliseconds(250));
       if (stop_) return;
+      // The session lasts as long as its credential.
+      if (std::chrono::steady_clock::now() - last_check >= std::chrono::seconds(2)) {
+        last_check = std::chrono::steady_clock::now();
+        if (!still_valid_()) {
+          ws_->Send(ErrorFrame(ApiError::Unauthenticated(
+              "the endpoint credential expired or its API token was removed")));
+          ws_->Close(1008, "unauthenticated");
+          return;
+        }
+      }
+      // A slow reader holds the output back, not apid's memory.
+      if (ws_->Queued() > (1u << 20)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
       auto chunks = process_->Output(cursor, 256 * 1024);
       if (!chunks.ok()) {
         ws_->Send(ErrorFrame(FromStatus(chunks.status())));
@@ -159,6 +178,7 @@ class InteractSession : public WebSocketSession {
   }
 
   std::shared_ptr<Process> process_;
+  std::function<bool()> still_valid_;
   WebSocket* ws_ = nullptr;
   bool attached_ = false;
   std::atomic<bool> stop_{false};
@@ -358,7 +378,11 @@ WebSocketAccept ProcessesApi::Upgrade(const HttpRequest& req) {
   auto p = table_->Find(uid, id);
   if (p == nullptr) return refuse(ApiError::NotFound(absl::StrCat("processes/", id, " does not exist")));
   out.subprotocol = kSubprotocol;
-  out.session = std::make_unique<InteractSession>(std::move(p));
+  Authenticator* auth = auth_;
+  std::string audience = EndpointUri(base_url_, uid);
+  out.session = std::make_unique<InteractSession>(std::move(p), [auth, authed, uid, audience] {
+    return !auth->Endpoint(authed, uid, audience, "sandboxesExec").has_value();
+  });
   return out;
 }
 

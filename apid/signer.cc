@@ -1,6 +1,8 @@
 #include "apid/signer.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -35,24 +37,34 @@ std::string Sha256Hex(const std::string& data) {
 absl::StatusOr<Signer> Signer::Open(const std::string& path) {
   std::string key = ReadFileToString(path);
   if (key.size() >= 32) return Signer(key);
+  if (!key.empty()) {
+    return absl::DataLossError(absl::StrCat(path, " holds ", key.size(),
+                                            " bytes, not a 32-byte key; remove it to make a new "
+                                            "one (access tokens and endpoint credentials end)"));
+  }
   std::string fresh(32, '\0');
   if (RAND_bytes(reinterpret_cast<unsigned char*>(fresh.data()), 32) != 1) {
     return absl::InternalError("no random bytes for apid's signing key");
   }
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    // Another apid made it meanwhile: use that one.
-    key = ReadFileToString(path);
-    if (key.size() >= 32) return Signer(key);
-    return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", strerror(errno)));
-  }
+  // Written whole under a temporary name, then linked into place: a crash
+  // leaves either no key or a complete one.
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot create ", tmp, ": ", strerror(errno)));
   bool ok = WriteAll(fd, fresh) && fsync(fd) == 0;
   close(fd);
   if (!ok) {
-    unlink(path.c_str());
-    return absl::UnavailableError(absl::StrCat("cannot write ", path));
+    unlink(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
   }
-  return Signer(fresh);
+  int linked = link(tmp.c_str(), path.c_str());
+  unlink(tmp.c_str());
+  if (linked != 0 && errno != EEXIST) {
+    return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", strerror(errno)));
+  }
+  key = ReadFileToString(path);  // ours, or the one another apid linked first
+  if (key.size() < 32) return absl::DataLossError(absl::StrCat(path, " is not a key"));
+  return Signer(key);
 }
 
 std::string Signer::Mac(const std::string& data) const {

@@ -52,12 +52,13 @@ absl::StatusOr<std::pair<TokenRecord, std::string>> TokenStore::Create(const std
   if (absl::Status s = ValidateTokenName(name); !s.ok()) return s;
   TokenRecord r{name, RandomToken(12), now, 0};
   std::string secret = absl::StrCat("alk_", RandomToken(32));
-  absl::Status s = db_->Exec(
+  // RETURNING answers in the same statement: no other writer's count.
+  auto rows = db_->Query(
       "INSERT INTO api_tokens (name, id, hash, created_at) VALUES (?, ?, ?, ?) "
-      "ON CONFLICT(name) DO NOTHING",
+      "ON CONFLICT(name) DO NOTHING RETURNING name",
       {name, r.id, Sha256Hex(secret), now});
-  if (!s.ok()) return s;
-  if (db_->Changes() == 0) {
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) {
     return absl::AlreadyExistsError(absl::StrCat(
         "a token named \"", name, "\" exists; remove it first (airlock api token rm ", name,
         ") or pick another name"));
@@ -75,10 +76,9 @@ absl::StatusOr<std::vector<TokenRecord>> TokenStore::List() {
 }
 
 absl::Status TokenStore::Remove(const std::string& name) {
-  if (absl::Status s = db_->Exec("DELETE FROM api_tokens WHERE name = ?", {name}); !s.ok()) {
-    return s;
-  }
-  if (db_->Changes() == 0) {
+  auto rows = db_->Query("DELETE FROM api_tokens WHERE name = ? RETURNING name", {name});
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) {
     return absl::NotFoundError(
         absl::StrCat("no API token named \"", name, "\" (see airlock api token ls)"));
   }

@@ -1,6 +1,9 @@
 #include "apid/vmm_client.h"
 
+#include <functional>
+
 #include "absl/strings/str_cat.h"
+#include "apid/peer_status.h"
 #include "common/client.h"
 
 namespace airlock::apid {
@@ -12,14 +15,7 @@ namespace {
 
 // The one error mapping: vmmd's code and message as they are, and a
 // sentence that says what to do when vmmd itself is not there.
-absl::Status Map(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE && s.error_message().find("connect") !=
-                                                             std::string::npos) {
-    return absl::UnavailableError("vmmd is not answering; start it (airlock daemon start)");
-  }
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
+absl::Status Map(const grpc::Status& s) { return PeerStatus("vmmd", s); }
 
 void Deadline(grpc::ClientContext& ctx, seconds d) { DeadlineAfter(ctx, d); }
 
@@ -27,6 +23,49 @@ void Deadline(grpc::ClientContext& ctx, seconds d) { DeadlineAfter(ctx, d); }
 
 VmmClient::VmmClient(std::shared_ptr<grpc::Channel> channel)
     : stub_(vmm::Vmm::NewStub(std::move(channel))) {}
+
+void VmmClient::CancelAll() {
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  closed_ = true;
+  for (auto* ctx : calls_) ctx->TryCancel();
+}
+
+bool VmmClient::Track(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  if (closed_) return false;
+  calls_.insert(ctx);
+  return true;
+}
+
+void VmmClient::Untrack(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  calls_.erase(ctx);
+}
+
+namespace {
+// Tracked keeps a long call cancellable for as long as it runs.
+class Tracked {
+ public:
+  Tracked(std::function<bool(grpc::ClientContext*)> track,
+          std::function<void(grpc::ClientContext*)> untrack, grpc::ClientContext* ctx)
+      : untrack_(std::move(untrack)), ctx_(ctx), ok_(track(ctx)) {}
+  ~Tracked() {
+    if (ok_) untrack_(ctx_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  std::function<void(grpc::ClientContext*)> untrack_;
+  grpc::ClientContext* ctx_;
+  bool ok_;
+};
+const absl::Status kStopping = absl::UnavailableError("apid is stopping; retry");
+}  // namespace
+
+#define AIRLOCK_TRACK(ctx)                                                            \
+  Tracked tracked_call([this](grpc::ClientContext* c) { return Track(c); },           \
+                       [this](grpc::ClientContext* c) { Untrack(c); }, &(ctx));       \
+  if (!tracked_call.ok()) return kStopping
 
 absl::StatusOr<vmm::Sandbox> VmmClient::Create(const vmm::SandboxSpec& spec) {
   grpc::ClientContext ctx;
@@ -122,6 +161,7 @@ absl::Status VmmClient::EnsureImage(const std::string& ref, bool always) {
   }
   grpc::ClientContext ctx;
   Deadline(ctx, seconds(1800));
+  AIRLOCK_TRACK(ctx);
   vmm::PullImageRequest req;
   req.set_ref(ref);
   auto reader = stub_->PullImage(&ctx, req);
@@ -134,6 +174,33 @@ absl::Status VmmClient::EnsureImage(const std::string& ref, bool always) {
                                                    s.message()));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<vmm::Image>> VmmClient::ListImages() {
+  grpc::ClientContext ctx;
+  Deadline(ctx, seconds(30));
+  vmm::ListImagesResponse resp;
+  if (auto s = Map(stub_->ListImages(&ctx, vmm::ListImagesRequest(), &resp)); !s.ok()) return s;
+  return std::vector<vmm::Image>(resp.images().begin(), resp.images().end());
+}
+
+absl::StatusOr<vmm::Image> VmmClient::InspectImage(const std::string& ref) {
+  grpc::ClientContext ctx;
+  Deadline(ctx, seconds(30));
+  vmm::InspectImageRequest req;
+  req.set_ref(ref);
+  vmm::Image resp;
+  if (auto s = Map(stub_->InspectImage(&ctx, req, &resp)); !s.ok()) return s;
+  return resp;
+}
+
+absl::Status VmmClient::RemoveImage(const std::string& ref) {
+  grpc::ClientContext ctx;
+  Deadline(ctx, seconds(120));
+  vmm::RemoveImageRequest req;
+  req.set_ref(ref);
+  vmm::RemoveImageResponse resp;
+  return Map(stub_->RemoveImage(&ctx, req, &resp));
 }
 
 absl::StatusOr<std::vector<vmm::PortMapping>> VmmClient::ListPorts(const std::string& name) {
@@ -190,6 +257,10 @@ absl::Status ExecSession::Finish() {
 }
 
 absl::StatusOr<std::unique_ptr<ExecSession>> VmmClient::StartExec(const vmm::ExecStart& start) {
+  {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    if (closed_) return kStopping;
+  }
   auto session = std::make_unique<ExecSession>();
   session->stream_ = stub_->Exec(&session->ctx_);
   vmm::ExecRequest req;
@@ -204,6 +275,7 @@ absl::StatusOr<std::unique_ptr<ExecSession>> VmmClient::StartExec(const vmm::Exe
 absl::StatusOr<ExecResult> VmmClient::Exec(const vmm::ExecStart& start, size_t cap) {
   grpc::ClientContext ctx;
   Deadline(ctx, seconds(3600));
+  AIRLOCK_TRACK(ctx);
   auto stream = stub_->Exec(&ctx);
   vmm::ExecRequest req;
   *req.mutable_start() = start;
@@ -238,6 +310,7 @@ absl::StatusOr<std::string> VmmClient::ReadFile(const std::string& sandbox,
                                                 const std::string& path, size_t max) {
   grpc::ClientContext ctx;
   Deadline(ctx, seconds(600));
+  AIRLOCK_TRACK(ctx);
   vmm::ReadFileRequest req;
   req.set_sandbox(sandbox);
   req.set_path(path);
@@ -263,6 +336,7 @@ absl::Status VmmClient::WriteFile(const std::string& sandbox, const std::string&
                                   uint32_t mode, const std::string& data) {
   grpc::ClientContext ctx;
   Deadline(ctx, seconds(600));
+  AIRLOCK_TRACK(ctx);
   vmm::WriteFileResponse resp;
   auto writer = stub_->WriteFile(&ctx, &resp);
   constexpr size_t kChunk = 256 * 1024;

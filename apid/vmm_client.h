@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ class VmmClient {
  public:
   explicit VmmClient(std::shared_ptr<grpc::Channel> channel);
 
+  // CancelAll ends every long call in flight (exec, file transfers,
+  // pulls) and refuses new ones: apid is stopping.
+  void CancelAll();
+
   absl::StatusOr<airlock::vmm::v1::Sandbox> Create(const airlock::vmm::v1::SandboxSpec& spec);
   absl::StatusOr<airlock::vmm::v1::Sandbox> Get(const std::string& name);
   absl::StatusOr<std::vector<airlock::vmm::v1::Sandbox>> List();
@@ -66,6 +71,9 @@ class VmmClient {
   // EnsureImage makes `ref` available: pulled (by vmmd, from its registry)
   // when `always` or when the store lacks it, as `airlock run -t` does.
   absl::Status EnsureImage(const std::string& ref, bool always);
+  absl::StatusOr<std::vector<airlock::vmm::v1::Image>> ListImages();
+  absl::StatusOr<airlock::vmm::v1::Image> InspectImage(const std::string& ref);
+  absl::Status RemoveImage(const std::string& ref);
   absl::StatusOr<std::vector<airlock::vmm::v1::PortMapping>> ListPorts(const std::string& name);
   absl::StatusOr<airlock::vmm::v1::PortMapping> PublishPort(const std::string& name,
                                                            uint32_t sandbox_port);
@@ -91,7 +99,15 @@ class VmmClient {
   absl::Status RemovePath(const std::string& sandbox, const std::string& path, bool recursive);
 
  private:
+  // Track registers a long call's context for CancelAll; false once
+  // stopping.
+  bool Track(grpc::ClientContext* ctx);
+  void Untrack(grpc::ClientContext* ctx);
+
   std::unique_ptr<airlock::vmm::v1::Vmm::Stub> stub_;
+  std::mutex calls_mu_;
+  std::set<grpc::ClientContext*> calls_;
+  bool closed_ = false;
 };
 
 }  // namespace airlock::apid

@@ -50,7 +50,8 @@ class ApiE2ETest : public ::testing::Test {
     secret_ = new std::string(absl::StripAsciiWhitespace(made.out));
     // One sandbox most cases share.
     Client c = NewClient();
-    auto created = c.CreateSandbox({{"displayName", "shared"}});
+    auto created = c.CreateSandbox(
+        {{"displayName", "shared"}, {"resources", {{"cpus", 1}, {"memoryMib", 2048}}}});
     ASSERT_EQ(created.status, 202) << created.body;
     shared_ = new std::string(created.Json()["uid"]);
     auto running = c.WaitForStatus(*shared_, {"running", "failed"}, std::chrono::seconds(300));
@@ -172,7 +173,7 @@ TEST_F(ApiE2ETest, CreatePollWriteExecReadDelete) {
   EXPECT_EQ(list.Json()["entries"][0]["path"], "/tmp/a/b/moved.sh");
   EXPECT_EQ(ep.Call("GET", "/v1/files/stat?path=/tmp/hello.sh").status, 404);
   auto nonempty = ep.Call("DELETE", "/v1/files?path=/tmp/a");
-  EXPECT_EQ(nonempty.status, 400);
+  EXPECT_EQ(nonempty.status, 409);
   EXPECT_EQ(nonempty.Code(), "failedPrecondition") << nonempty.body;
   auto rm = ep.Call("DELETE", "/v1/files?path=/tmp/a&recursive=true");
   EXPECT_EQ(rm.status, 200) << rm.body;
@@ -489,7 +490,9 @@ TEST_F(ApiE2ETest, ProcessesAndInteract) {
 TEST_F(ApiE2ETest, TimeoutDeletesTheSandboxAndRenewMovesIt) {
   Client c = NewClient();
   auto created = c.CreateSandbox(
-      {{"displayName", "ttl"}, {"features", {{"timeouts", {{"timeout", "600s"}, {"onTimeout", "delete"}}}}}});
+      {{"displayName", "ttl"},
+       {"resources", {{"cpus", 1}, {"memoryMib", 2048}}},
+       {"features", {{"timeouts", {{"timeout", "600s"}, {"onTimeout", "delete"}}}}}});
   ASSERT_EQ(created.status, 202) << created.body;
   std::string uid = created.Json()["uid"];
   json sb = c.WaitForStatus(uid, {"running", "failed"}, std::chrono::seconds(300));
@@ -510,7 +513,8 @@ TEST_F(ApiE2ETest, TimeoutDeletesTheSandboxAndRenewMovesIt) {
 TEST_F(ApiE2ETest, TwoClientsAtOnce) {
   auto work = [](const std::string& label) -> std::string {
     Client c = NewClient();
-    auto created = c.CreateSandbox({{"displayName", label}});
+    auto created = c.CreateSandbox(
+        {{"displayName", label}, {"resources", {{"cpus", 1}, {"memoryMib", 2048}}}});
     if (created.status != 202) return "create: " + created.body;
     std::string uid = created.Json()["uid"];
     auto sb = c.WaitForStatus(uid, {"running", "failed"}, std::chrono::seconds(300));
@@ -551,6 +555,102 @@ TEST_F(ApiE2ETest, InlineNetworkPoliciesBecomeTheSandboxsRules) {
   std::this_thread::sleep_for(std::chrono::seconds(1));
   auto after = Airlock({"policy", "ls", "--json"});
   EXPECT_EQ(after.out.find("10.0.0.0/8"), std::string::npos) << "its rules go with it: " << after.out;
+}
+
+}  // namespace
+}  // namespace airlock
+
+namespace airlock {
+namespace {
+
+TEST_F(ApiE2ETest, PoliciesLogsSecretsAndImagesOverTheirDaemons) {
+  Client c = NewClient();
+  auto np = c.Management("GET", "/v1/sandboxes/" + *shared_ + "/network-policies");
+  ASSERT_EQ(np.status, 200) << np.body;
+  EXPECT_EQ(np.Json()["effective"]["mode"], "denyAll");
+  EXPECT_EQ(np.Json()["exact"]["selectorVersion"], "destination.v1");
+  EXPECT_EQ(c.Management("GET", "/v1/network-policies").status, 200);
+  EXPECT_EQ(c.Management("GET", "/v1/sandboxes/no-such-box/network-policies").status, 404);
+
+  // A refused connection from the guest shows in its policy log.
+  Endpoint ep = SharedEndpoint(c);
+  ep.Exec({{"cmd", {"sh", "-c", "curl -s -m 10 http://blocked.test/ >/dev/null; true"}}});
+  json logs;
+  for (int i = 0; i < 20; ++i) {
+    logs = c.Management("GET", "/v1/sandboxes/" + *shared_ + "/policy-logs").Json();
+    if (logs.dump().find("blocked.test") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  bool found = false;
+  for (const auto& e : logs["entries"]) {
+    if (absl::StrContains(e["resource"].get<std::string>(), "blocked.test")) {
+      found = true;
+      EXPECT_EQ(e["decision"], "blocked");
+      EXPECT_EQ(e["sandbox"], "sandboxes/" + *shared_);
+      EXPECT_EQ(e["domain"], "network");
+    }
+  }
+  EXPECT_TRUE(found) << logs.dump();
+  EXPECT_EQ(c.Management("GET", "/v1/policy-logs?since=nonsense").status, 400);
+  EXPECT_EQ(c.Management("GET", "/v1/policy-logs?since=2000-01-01T00:00:00Z").status, 200);
+
+  // Secrets: metadata only, the value never comes back.
+  const std::string value = "s3cr3t-value-never-returned";
+  auto made = c.Management("POST", "/v1/secrets",
+                           json{{"displayName", "MY_API_TOKEN"},
+                                {"custom",
+                                 {{"value", value},
+                                  {"injection",
+                                   {{"hosts", {"api.example.com"}},
+                                    {"header", "Authorization"},
+                                    {"placeholderTemplate", "sk-test-{rand}"}}}}}}
+                               .dump());
+  ASSERT_EQ(made.status, 201) << made.body;
+  json secret = made.Json();
+  EXPECT_EQ(secret["type"], "custom");
+  EXPECT_EQ(secret["injection"]["envVar"], "MY_API_TOKEN");
+  EXPECT_EQ(secret["placeholder"].get<std::string>().rfind("sk-test-", 0), 0u) << secret.dump();
+  std::string sid = secret["uid"];
+  auto listed = c.Management("GET", "/v1/secrets");
+  EXPECT_NE(listed.body.find(sid), std::string::npos);
+  EXPECT_EQ(listed.body.find(value), std::string::npos);
+  auto one = c.Management("GET", "/v1/secrets/" + sid);
+  ASSERT_EQ(one.status, 200);
+  EXPECT_EQ(one.body.find(value), std::string::npos);
+  EXPECT_NE(Airlock({"secret", "ls"}).out.find("MY_API_TOKEN"), std::string::npos)
+      << "an ordinary Airlock secret";
+  EXPECT_EQ(c.Management("POST", "/v1/secrets",
+                         json{{"displayName", "x"}, {"serviceType", "nope"},
+                              {"token", {{"value", "v"}}}}.dump())
+                .status,
+            400);
+  EXPECT_EQ(c.Management("DELETE", "/v1/secrets/" + sid).status, 428);
+  EXPECT_EQ(c.Management("DELETE", "/v1/secrets/" + sid, "", {"If-Match: \"stale\""}).status, 412);
+  EXPECT_EQ(c.Management("DELETE", "/v1/secrets/" + sid, "", {"If-Match: " + one.headers["etag"]})
+                .status,
+            200);
+  EXPECT_EQ(c.Management("GET", "/v1/secrets/" + sid).status, 404);
+
+  // Images: the store as resources.
+  auto images = c.Management("GET", "/v1/images?pageSize=100");
+  ASSERT_EQ(images.status, 200) << images.body;
+  std::string base_uid;
+  json image_list = images.Json()["images"];
+  for (const auto& img : image_list) {
+    if (absl::StartsWith(img.value("imageRef", ""), "base")) base_uid = img["uid"];
+  }
+  ASSERT_FALSE(base_uid.empty()) << images.body;
+  auto img = c.Management("GET", "/v1/images/" + base_uid);
+  ASSERT_EQ(img.status, 200);
+  EXPECT_EQ(img.Json()["status"], "completed");
+  EXPECT_EQ(c.Management("GET", "/v1/images/" + base_uid, "", {"If-None-Match: " + img.headers["etag"]})
+                .status,
+            304);
+  EXPECT_EQ(c.Management("DELETE", "/v1/images/" + base_uid).status, 428);
+  auto in_use = c.Management("DELETE", "/v1/images/" + base_uid, "", {"If-Match: " + img.headers["etag"]});
+  EXPECT_EQ(in_use.status, 409) << "the shared sandbox uses it: " << in_use.body;
+  EXPECT_EQ(c.Management("POST", "/v1/images", json{{"displayName", "x"}}.dump()).status, 501);
+  EXPECT_EQ(c.Management("GET", "/v1/images/ffff").status, 404);
 }
 
 }  // namespace

@@ -104,6 +104,32 @@ absl::Status SandboxManager::ForgetKits(const std::string& name) {
   return absl::OkStatus();
 }
 
+absl::Status SandboxManager::ForgetSandboxRules(const std::string& name) {
+  auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
+  grpc::ClientContext ctx;
+  DeadlineAfter(ctx, seconds(10));
+  pb::ListRulesRequest req;
+  req.set_sandbox(name);
+  pb::ListRulesResponse rules;
+  grpc::Status s = policy->ListRules(&ctx, req, &rules);
+  for (const auto& r : rules.rules()) {
+    if (!s.ok()) break;
+    if (r.sandbox() != name) continue;
+    grpc::ClientContext rm_ctx;
+    DeadlineAfter(rm_ctx, seconds(10));
+    pb::RemoveRulesRequest rm;
+    rm.set_id(r.id());
+    pb::RemoveRulesResponse removed;
+    s = policy->RemoveRules(&rm_ctx, rm, &removed);
+  }
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "policyd at ", options_.policyd_socket, " did not drop the sandbox's own rules (",
+        s.error_message(), "); start it with `airlock daemon start` and retry"));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<std::string> SandboxManager::KitNotes(const pb::ResolveResponse& r) {
   std::vector<std::string> out(r.skipped().begin(), r.skipped().end());
   for (const auto& type : r.not_enforced()) {

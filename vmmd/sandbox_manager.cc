@@ -215,6 +215,14 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::RenewTimeout(const std::string& nam
   vmm::SandboxSpec probe;
   probe.set_timeout_seconds(timeout_seconds);
   if (absl::Status s = ValidateMetadata(probe); !s.ok()) return s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(name);
+    if (it != records_.end() && it->second.expiring) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "sandbox ", name, "'s timeout has passed and its action is under way"));
+    }
+  }
   if (absl::Status s = Update(name, "", [&](vmm::Sandbox& sb) {
         sb.mutable_spec()->set_timeout_seconds(timeout_seconds);
         sb.set_expires_at(sb.state() == vmm::RUNNING ? ArmedExpiry(sb.spec(), time(nullptr)) : 0);
@@ -616,6 +624,10 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
   }
   pid_t pid = static_cast<pid_t>(sb.vmm_pid());
   if (launch) {
+    // A fresh boot arms a fresh deadline when it is running.
+    if (sb.expires_at() != 0) {
+      (void)Update(name, "", [](vmm::Sandbox& s) { s.set_expires_at(0); });
+    }
     auto images = LocateGuestImages(options_.image_dir);
     if (!images.ok()) return images.status();
     struct stat st;
@@ -784,7 +796,8 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       absl::Status st = Update(name, "", [&](vmm::Sandbox& sb) {
         sb.set_state(vmm::RUNNING);
         sb.set_kernel(pong.kernel());
-        sb.set_expires_at(ArmedExpiry(sb.spec(), time(nullptr)));
+        // Armed once per boot: a reattach after a vmmd restart keeps it.
+        if (sb.expires_at() == 0) sb.set_expires_at(ArmedExpiry(sb.spec(), time(nullptr)));
       });
       if (st.ok()) {
         OpenPorts(name);
@@ -1001,6 +1014,7 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
       if (absl::Status fk = ForgetKits(name); !fk.ok()) return fk;
     }
     if (absl::Status fs = ForgetSecrets(name); !fs.ok()) return fs;
+    if (absl::Status fr = ForgetSandboxRules(name); !fr.ok()) return fr;
     lock.lock();
     it = records_.find(name);
     if (it == records_.end()) {
@@ -1008,8 +1022,16 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
     }
     // A boot in progress gives up; wait until it has.
     it->second.cancel = true;
-    changed_.wait(lock, [&] { return !records_[name].busy; });
-    records_[name].busy = true;
+    changed_.wait(lock, [&] {
+      auto r = records_.find(name);
+      return r == records_.end() || !r->second.busy;
+    });
+    it = records_.find(name);
+    if (it == records_.end()) {
+      // Another removal finished meanwhile.
+      return absl::NotFoundError(absl::StrCat("no sandbox named \"", name, "\" (see `airlock ls`)"));
+    }
+    it->second.busy = true;
   }
   vmm::Sandbox sb;
   {
@@ -1428,8 +1450,10 @@ void SandboxManager::Monitor() {
       AIRLOCK_LOG_INFO("timeout reached", {{"sandbox", name}, {"action", stop ? "stop" : "delete"}});
       StartWorker([this, name, stop] {
         absl::Status s = stop ? Stop(name, 10).status() : Remove(name, true);
-        if (!s.ok()) {
-          AIRLOCK_LOG_WARN("timeout action failed", {{"sandbox", name}, {"error", std::string(s.message())}});
+        if (!s.ok() && s.code() != absl::StatusCode::kNotFound) {
+          AIRLOCK_LOG_WARN("timeout action failed; retrying in 30 s",
+                           {{"sandbox", name}, {"error", std::string(s.message())}});
+          (void)Update(name, "", [](vmm::Sandbox& sb) { sb.set_expires_at(time(nullptr) + 30); });
         }
         std::lock_guard<std::mutex> lock(mu_);
         auto it = records_.find(name);
@@ -1452,6 +1476,7 @@ void SandboxManager::Monitor() {
       (void)Update(name, "", [&](vmm::Sandbox& s) {
         s.set_state(powered_off ? vmm::STOPPED : vmm::FAILED);
         s.set_vmm_pid(0);
+        s.set_expires_at(0);
         if (!powered_off) s.set_failure(FailureReason(name, "the VM exited unexpectedly"));
       });
     }

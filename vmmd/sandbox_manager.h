@@ -230,6 +230,10 @@ class SandboxManager {
   // sandbox's own secrets.
   void ForgetKitRegistration(const std::string& name);
   absl::Status ForgetKits(const std::string& name);
+  // ForgetSandboxRules removes every rule scoped to sandbox `name` alone
+  // (`policy allow --sandbox`, the REST API's networkPolicies), so a later
+  // sandbox of that name starts without them.
+  absl::Status ForgetSandboxRules(const std::string& name);
   // ApplyKitPlanToSpec applies resources@1 (when no size was asked) and
   // publishes port@1 on free loopback ports.
   static absl::Status ApplyKitPlanToSpec(const airlock::policy::v1::KitPlan& plan,
