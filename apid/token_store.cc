@@ -63,6 +63,10 @@ absl::StatusOr<std::pair<TokenRecord, std::string>> TokenStore::Create(const std
         "a token named \"", name, "\" exists; remove it first (airlock api token rm ", name,
         ") or pick another name"));
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.insert({name, r.id});
+  }
   return std::make_pair(r, secret);
 }
 
@@ -78,6 +82,12 @@ absl::StatusOr<std::vector<TokenRecord>> TokenStore::List() {
 absl::Status TokenStore::Remove(const std::string& name) {
   auto rows = db_->Query("DELETE FROM api_tokens WHERE name = ? RETURNING name", {name});
   if (!rows.ok()) return rows.status();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = live_.begin(); it != live_.end();) {
+      it = it->first == name ? live_.erase(it) : std::next(it);
+    }
+  }
   if (rows->empty()) {
     return absl::NotFoundError(
         absl::StrCat("no API token named \"", name, "\" (see airlock api token ls)"));
@@ -103,8 +113,14 @@ absl::StatusOr<TokenRecord> TokenStore::Exchange(const std::string& name,
 }
 
 bool TokenStore::Live(const std::string& name, const std::string& id) {
-  auto rows = db_->Query("SELECT 1 FROM api_tokens WHERE name = ? AND id = ?", {name, id});
-  return rows.ok() && !rows->empty();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!loaded_) {
+    auto rows = db_->Query("SELECT name, id FROM api_tokens");
+    if (!rows.ok()) return false;
+    for (const auto& row : *rows) live_.insert({row[0], row[1]});
+    loaded_ = true;
+  }
+  return live_.count({name, id}) > 0;
 }
 
 }  // namespace airlock::apid

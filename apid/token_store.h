@@ -5,6 +5,8 @@
 #define AIRLOCK_APID_TOKEN_STORE_H_
 
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,11 @@ class TokenStore {
 
  private:
   StateDb* db_;
+  // (name, id) of every token: every change goes through this object, so
+  // the set is the table's truth without a query per request.
+  std::mutex mu_;
+  std::set<std::pair<std::string, std::string>> live_;
+  bool loaded_ = false;
 };
 
 }  // namespace airlock::apid

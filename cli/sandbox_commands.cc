@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -169,6 +170,11 @@ nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
           {"kit_installed", sb.kit_installed()},
           {"docker", HasDockerEngine(sb)},
           {"docker_disk_mib", sb.spec().docker_disk_mib()},
+          {"display_name", sb.spec().display_name()},
+          {"labels", std::map<std::string, std::string>(sb.spec().labels().begin(),
+                                                        sb.spec().labels().end())},
+          {"timeout_seconds", sb.spec().timeout_seconds()},
+          {"expires_at", sb.expires_at()},
           {"kit_skipped",
            std::vector<std::string>(sb.kit_skipped().begin(), sb.kit_skipped().end())}};
 }
