@@ -5,7 +5,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "apid/multipart.h"
 #include "apid/sandbox_view.h"
+#include "apid/signer.h"
 #include "apid/wire_json.h"
 #include "protos/api/v1/wire.pb.h"
 
@@ -79,6 +81,8 @@ void DataPlaneApi::Register(Router* r) {
       {"DELETE", "/v1/files", "sandboxesFilesWrite", &DataPlaneApi::Remove},
       {"PUT", "/v1/files/directories", "sandboxesFilesWrite", &DataPlaneApi::Mkdir},
       {"POST", "/v1/files/move", "sandboxesFilesWrite", &DataPlaneApi::Move},
+      {"POST", "/v1/files/upload", "sandboxesFilesWrite", &DataPlaneApi::Upload},
+      {"GET", "/v1/files/download", "sandboxesFilesRead", &DataPlaneApi::Download},
   };
   for (const Route& route : kRoutes) {
     std::string permission = route.permission;
@@ -91,23 +95,6 @@ void DataPlaneApi::Register(Router* r) {
                return Error(*e);
              }
              return (this->*h)(req, uid);
-           });
-  }
-  // Multipart upload and download are not served yet.
-  for (const auto& [method, path, op] :
-       std::vector<std::tuple<std::string, std::string, std::string>>{
-           {"POST", "/v1/files/upload", "upload"}, {"GET", "/v1/files/download", "download"}}) {
-    std::string operation = op;
-    r->Add(method, absl::StrCat("/endpoints/{uid}", path),
-           [this, operation](const HttpRequest& req, const PathParams& p) {
-             const std::string& uid = p.at("uid");
-             Claims unused;
-             if (auto e = auth_->Endpoint(req, uid, EndpointUri(options_.base_url, uid),
-                                          operation == "upload" ? "sandboxesFilesWrite"
-                                                                : "sandboxesFilesRead")) {
-               return Error(*e);
-             }
-             return Error(ApiError::Unimplemented(operation));
            });
   }
 }
@@ -281,6 +268,135 @@ HttpResponse DataPlaneApi::Move(const HttpRequest& req, const std::string& uid) 
         std::string(absl::StripAsciiWhitespace(result->err)))));
   }
   return JsonResponse(200, wire::EmptyResponse());
+}
+
+}  // namespace airlock::apid
+
+namespace airlock::apid {
+
+HttpResponse DataPlaneApi::Upload(const HttpRequest& req, const std::string& uid) {
+  auto boundary = BoundaryOf(req.Header("content-type"));
+  if (!boundary.ok()) return Error(boundary.status());
+  auto parts = ParseMultipart(req.body, *boundary);
+  if (!parts.ok()) return Error(parts.status());
+  // Every pair is checked before any file is written.
+  struct Item {
+    std::string path;
+    uint32_t mode;
+    const std::string* data;
+  };
+  std::vector<Item> items;
+  auto bad = [&](size_t index, const std::string& path, const std::string& why) {
+    ApiError e = ApiError::InvalidArgument(absl::StrCat("upload occurrence ", index, ": ", why));
+    e.details.push_back({{"@type", "type.googleapis.com/google.rpc.BadRequest"},
+                         {"fieldViolations",
+                          {{{"field", absl::StrCat("occurrence[", index, "]")},
+                            {"description", path.empty() ? why : path + ": " + why}}}}});
+    return Error(e);
+  };
+  if (parts->size() % 2 != 0) {
+    return bad(parts->size() / 2, "", "a metadata part needs its content part");
+  }
+  for (size_t i = 0; i < parts->size(); i += 2) {
+    const MultipartPart& meta = (*parts)[i];
+    const MultipartPart& content = (*parts)[i + 1];
+    for (const auto* p : {&meta, &content}) {
+      if (p->headers.count("content-transfer-encoding")) {
+        return bad(i / 2, "", "Content-Transfer-Encoding is not accepted");
+      }
+    }
+    if (meta.name != "metadata" || content.name != "content") {
+      return bad(i / 2, "", "parts go in metadata, content pairs");
+    }
+    wire::FileHeader header;
+    if (auto e = ParseBody(meta.body, &header)) return bad(i / 2, "", e->message);
+    if (header.path().empty() || header.path()[0] != '/') {
+      return bad(i / 2, header.path(), "path must be an absolute guest path");
+    }
+    uint32_t bits = static_cast<uint32_t>(header.mode()) & 0777;
+    items.push_back({header.path(), bits == 0 ? 0644u : bits, &content.body});
+  }
+  int written = 0;
+  for (const Item& item : items) {
+    if (auto info = vmm_->Stat(uid, item.path); info.ok() && !S_ISREG(info->mode())) {
+      return Error(ApiError::FailedPrecondition(absl::StrCat(
+          "path_authority_nonregular_object: ", item.path, " is not a regular file")));
+    }
+    if (absl::Status s = vmm_->WriteFile(uid, item.path, item.mode, *item.data); !s.ok()) {
+      return Error(s);
+    }
+    ++written;
+  }
+  wire::FilesUploadResponse out;
+  out.set_files_written(written);
+  return JsonResponse(200, out);
+}
+
+HttpResponse DataPlaneApi::Download(const HttpRequest& req, const std::string& uid) {
+  std::vector<std::string> paths;
+  for (const auto& [k, v] : req.query) {
+    if (k == "paths") paths.push_back(v);
+  }
+  if (paths.empty()) return Error(ApiError::InvalidArgument("give at least one paths parameter"));
+  std::vector<MultipartPart> parts;
+  size_t total = 0;
+  for (const auto& path : paths) {
+    auto fail = [&](const ApiError& e) {
+      wire::FileError fe;
+      fe.set_path(path);
+      fe.mutable_failure()->set_code(e.code);
+      fe.mutable_failure()->set_message(e.message);
+      MultipartPart p;
+      p.headers["Content-Type"] = "application/json";
+      p.headers["Content-Disposition"] = "attachment; name=error";
+      p.body = ToJson(fe);
+      parts.push_back(std::move(p));
+    };
+    if (path.empty() || path[0] != '/') {
+      fail(ApiError::InvalidArgument("path must be an absolute guest path"));
+      continue;
+    }
+    auto info = vmm_->Stat(uid, path);
+    if (!info.ok()) {
+      if (info.status().code() == absl::StatusCode::kFailedPrecondition ||
+          info.status().code() == absl::StatusCode::kUnavailable) {
+        return Error(info.status());  // the sandbox, not the path
+      }
+      fail(FromStatus(info.status()));
+      continue;
+    }
+    if (!S_ISREG(info->mode())) {
+      fail(ApiError::FailedPrecondition(absl::StrCat(
+          "path_authority_nonregular_object: ", path, " is not a regular file")));
+      continue;
+    }
+    size_t room = options_.read_limit > total ? options_.read_limit - total : 0;
+    auto data = vmm_->ReadFile(uid, path, room);
+    if (!data.ok()) {
+      fail(FromStatus(data.status()));
+      continue;
+    }
+    total += data->size();
+    wire::FileHeader header;
+    header.set_path(path);
+    header.set_mode(static_cast<int32_t>(info->mode() & 0777));
+    MultipartPart meta;
+    meta.headers["Content-Type"] = "application/json";
+    meta.headers["Content-Disposition"] = "attachment; name=metadata";
+    meta.body = ToJson(header);
+    MultipartPart content;
+    content.headers["Content-Type"] = "application/octet-stream";
+    content.headers["Content-Disposition"] = "attachment; name=content";
+    content.body = std::move(*data);
+    parts.push_back(std::move(meta));
+    parts.push_back(std::move(content));
+  }
+  std::string boundary = absl::StrCat("airlock-", absl::BytesToHexString(RandomToken(12).substr(0, 8)));
+  HttpResponse r;
+  r.status = 200;
+  r.content_type = absl::StrCat("multipart/mixed; boundary=", boundary);
+  r.body = WriteMultipart(parts, boundary);
+  return r;
 }
 
 }  // namespace airlock::apid

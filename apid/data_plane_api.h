@@ -1,5 +1,6 @@
 // The data plane of each sandbox, served at its endpoint URI
-// (<base>/endpoints/<uid>): exec and files over vmmd's guest calls. Every
+// (<base>/endpoints/<uid>): exec and files (raw, and multipart upload and
+// download) over vmmd's guest calls. Every
 // call needs an endpoint credential for that sandbox with the operation's
 // permission (see auth.h); the guest is the jail, so a path means the
 // guest's own path and nothing of the host.
@@ -37,6 +38,8 @@ class DataPlaneApi {
   HttpResponse Remove(const HttpRequest& req, const std::string& uid);
   HttpResponse Mkdir(const HttpRequest& req, const std::string& uid);
   HttpResponse Move(const HttpRequest& req, const std::string& uid);
+  HttpResponse Upload(const HttpRequest& req, const std::string& uid);
+  HttpResponse Download(const HttpRequest& req, const std::string& uid);
 
   DataPlaneOptions options_;
   Authenticator* auth_;

@@ -165,10 +165,8 @@ void ResourcesApi::Register(Router* r) {
          authed([this](auto& req, auto& p) { return GetSecret(req, p.at("secret")); }));
   r->Add("DELETE", "/v1/secrets/{secret}",
          authed([this](auto& req, auto& p) { return DeleteSecret(req, p.at("secret")); }));
-  r->Add("PUT", "/v1/secrets/{secret}", authed([](auto&, auto&) {
-           return Error(ApiError::Unimplemented(
-               "updateSecret (delete the secret and create it again with the new value)"));
-         }));
+  r->Add("PUT", "/v1/secrets/{secret}",
+         authed([this](auto& req, auto& p) { return UpdateSecret(req, p.at("secret")); }));
   r->Add("GET", "/v1/images", authed([this](auto& req, auto&) { return ListImages(req); }));
   r->Add("GET", "/v1/images/{image}",
          authed([this](auto& req, auto& p) { return GetImage(req, p.at("image")); }));
@@ -266,61 +264,124 @@ HttpResponse ResourcesApi::GetSecret(const HttpRequest& req, const std::string& 
   return Error(ApiError::NotFound(absl::StrCat("secrets/", id, " does not exist")));
 }
 
+// Material turns secret material into a SetRequest: `token` for a
+// built-in service, `custom` for any hosts. `existing` is the secret an
+// update replaces (its variable, service and placeholder are kept).
+std::optional<ApiError> ResourcesApi::Material(const std::string& display_name,
+                                               const std::string& service_type,
+                                               const wire::CustomSecretMaterial* custom,
+                                               const wire::TokenSecretMaterial* token,
+                                               bool oauth, const spb::SecretInfo* existing,
+                                               spb::SetRequest* set) {
+  int kinds = (custom != nullptr) + (token != nullptr) + oauth;
+  if (kinds != 1) return ApiError::InvalidArgument("give exactly one of custom, token or oauth");
+  if (oauth) return ApiError::Unimplemented("oauth secret material");
+  set->set_scope(spb::GLOBAL);
+  if (token != nullptr) {
+    if (token->value().empty()) return ApiError::InvalidArgument("token.value is required");
+    std::string service = service_type;
+    if (existing != nullptr) {
+      if (existing->service().empty()) {
+        return ApiError::InvalidArgument("this secret is custom: update it with custom material");
+      }
+      if (!service.empty() && service != existing->service()) {
+        return ApiError::InvalidArgument("serviceType cannot change; create another secret");
+      }
+      service = existing->service();
+    }
+    auto services = secrets_->Services();
+    if (!services.ok()) return FromStatus(services.status());
+    if (std::find(services->begin(), services->end(), service) == services->end()) {
+      return ApiError::InvalidArgument(absl::StrCat(
+          "serviceType \"", service, "\" is not a built-in service (",
+          absl::StrJoin(*services, ", "), "); use custom material for anything else"));
+    }
+    set->set_service(service);
+    set->set_value(token->value());
+    return std::nullopt;
+  }
+  if (!service_type.empty()) {
+    return ApiError::InvalidArgument("serviceType is assigned by the server for custom material");
+  }
+  if (existing != nullptr && !existing->service().empty()) {
+    return ApiError::InvalidArgument("this secret is a service token: update it with token material");
+  }
+  if (custom->value().empty()) return ApiError::InvalidArgument("custom.value is required");
+  const auto& inj = custom->injection();
+  if (inj.hosts().empty() || inj.hosts_size() > 10) {
+    return ApiError::InvalidArgument("custom.injection.hosts needs 1 to 10 host names");
+  }
+  if (inj.header().empty()) return ApiError::InvalidArgument("custom.injection.header is required");
+  if (!inj.format().empty() && inj.format() != "%s") {
+    return ApiError::Unimplemented(
+        "custom.injection.format other than \"%s\" (Airlock swaps the placeholder for the value "
+        "where it appears)");
+  }
+  set->set_value(custom->value());
+  std::string env = inj.env_var().empty() ? display_name : inj.env_var();
+  if (existing != nullptr) {
+    if (!inj.env_var().empty() && inj.env_var() != existing->env()) {
+      return ApiError::InvalidArgument("injection.envVar cannot change; create another secret");
+    }
+    env = existing->env();
+  }
+  set->set_env(env);
+  for (const auto& h : inj.hosts()) set->add_hosts(h);
+  std::string placeholder = inj.placeholder_template();
+  for (size_t at; (at = placeholder.find("{rand}")) != std::string::npos;) {
+    placeholder.replace(at, 6, absl::BytesToHexString(RandomToken(12).substr(0, 8)));
+  }
+  // The placeholder is stable across value rotation.
+  if (placeholder.empty() && existing != nullptr) placeholder = existing->sentinel();
+  set->set_placeholder(placeholder);
+  return std::nullopt;
+}
+
 HttpResponse ResourcesApi::CreateSecret(const HttpRequest& req) {
   wire::CreateSecretRequest body;
   if (auto e = ParseBody(req.body, &body)) return Error(*e);
   if (body.display_name().empty() || body.display_name().find('/') != std::string::npos) {
     return Error(ApiError::InvalidArgument("displayName is required and has no '/'"));
   }
-  int kinds = body.has_custom() + body.has_token() + body.has_oauth();
-  if (kinds != 1) {
-    return Error(ApiError::InvalidArgument("give exactly one of custom, token or oauth"));
-  }
-  if (body.has_oauth()) return Error(ApiError::Unimplemented("oauth secret material"));
   spb::SetRequest set;
-  set.set_scope(spb::GLOBAL);
-  if (body.has_token()) {
-    if (body.token().value().empty()) return Error(ApiError::InvalidArgument("token.value is required"));
-    auto services = secrets_->Services();
-    if (!services.ok()) return Error(services.status());
-    if (std::find(services->begin(), services->end(), body.service_type()) == services->end()) {
-      return Error(ApiError::InvalidArgument(absl::StrCat(
-          "serviceType \"", body.service_type(), "\" is not a built-in service (",
-          absl::StrJoin(*services, ", "), "); use custom material for anything else")));
-    }
-    set.set_service(body.service_type());
-    set.set_value(body.token().value());
-  } else {
-    const auto& c = body.custom();
-    if (!body.service_type().empty()) {
-      return Error(ApiError::InvalidArgument("serviceType is assigned by the server for custom material"));
-    }
-    if (c.value().empty()) return Error(ApiError::InvalidArgument("custom.value is required"));
-    const auto& inj = c.injection();
-    if (inj.hosts().empty() || inj.hosts_size() > 10) {
-      return Error(ApiError::InvalidArgument("custom.injection.hosts needs 1 to 10 host names"));
-    }
-    if (inj.header().empty()) {
-      return Error(ApiError::InvalidArgument("custom.injection.header is required"));
-    }
-    if (!inj.format().empty() && inj.format() != "%s") {
-      return Error(ApiError::Unimplemented(
-          "custom.injection.format other than \"%s\" (Airlock swaps the placeholder for the "
-          "value where it appears)"));
-    }
-    set.set_value(c.value());
-    set.set_env(inj.env_var().empty() ? body.display_name() : inj.env_var());
-    for (const auto& h : inj.hosts()) set.add_hosts(h);
-    std::string placeholder = inj.placeholder_template();
-    for (size_t at; (at = placeholder.find("{rand}")) != std::string::npos;) {
-      placeholder.replace(at, 6, absl::BytesToHexString(RandomToken(12).substr(0, 8)));
-    }
-    set.set_placeholder(placeholder);
+  if (auto e = Material(body.display_name(), body.service_type(),
+                        body.has_custom() ? &body.custom() : nullptr,
+                        body.has_token() ? &body.token() : nullptr, body.has_oauth(), nullptr, &set)) {
+    return Error(*e);
   }
   auto info = secrets_->Set(set);
   if (!info.ok()) return Error(info.status());
   wire::Secret v = SecretView(*info);
   return WithEtag(JsonResponse(201, v), v.etag());
+}
+
+HttpResponse ResourcesApi::UpdateSecret(const HttpRequest& req, const std::string& id) {
+  wire::UpdateSecretBody body;
+  if (auto e = ParseBody(req.body, &body)) return Error(*e);
+  std::string want = req.Header("if-match");
+  if (want.empty()) return Error(ApiError::EtagRequired());
+  auto all = secrets_->List();
+  if (!all.ok()) return Error(all.status());
+  const spb::SecretInfo* existing = nullptr;
+  for (const auto& s : *all) {
+    if (s.id() == id && s.scope() == spb::GLOBAL && s.registry().empty()) existing = &s;
+  }
+  if (existing == nullptr) return Error(ApiError::NotFound(absl::StrCat("secrets/", id, " does not exist")));
+  std::string etag = SecretView(*existing).etag();
+  if (want != etag && want != "*") return Error(ApiError::EtagMismatch(etag));
+  spb::SetRequest set;
+  if (auto e = Material(existing->env(), body.service_type(),
+                        body.has_custom() ? &body.custom() : nullptr,
+                        body.has_token() ? &body.token() : nullptr, body.has_oauth(), existing, &set)) {
+    return Error(*e);
+  }
+  auto info = secrets_->Set(set);
+  if (!info.ok()) return Error(info.status());
+  if (info->id() != id) {
+    return Error(FromStatus(absl::InternalError("the update made another secret")));
+  }
+  wire::Secret v = SecretView(*info);
+  return WithEtag(JsonResponse(200, v), v.etag());
 }
 
 HttpResponse ResourcesApi::DeleteSecret(const HttpRequest& req, const std::string& id) {

@@ -13,6 +13,7 @@
 #include "apid/router.h"
 #include "apid/secrets_client.h"
 #include "apid/vmm_client.h"
+#include "protos/api/v1/wire.pb.h"
 
 namespace airlock::apid {
 
@@ -30,6 +31,13 @@ class ResourcesApi {
   HttpResponse ListSecrets(const HttpRequest& req);
   HttpResponse GetSecret(const HttpRequest& req, const std::string& id);
   HttpResponse CreateSecret(const HttpRequest& req);
+  HttpResponse UpdateSecret(const HttpRequest& req, const std::string& id);
+  std::optional<ApiError> Material(const std::string& display_name,
+                                   const std::string& service_type,
+                                   const airlock::api::wire::v1::CustomSecretMaterial* custom,
+                                   const airlock::api::wire::v1::TokenSecretMaterial* token,
+                                   bool oauth, const airlock::secrets::v1::SecretInfo* existing,
+                                   airlock::secrets::v1::SetRequest* set);
   HttpResponse DeleteSecret(const HttpRequest& req, const std::string& id);
   HttpResponse ListImages(const HttpRequest& req);
   HttpResponse GetImage(const HttpRequest& req, const std::string& id);

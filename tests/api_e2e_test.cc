@@ -5,6 +5,7 @@
 // processes and the interact session, every error status the API names,
 // idempotency and ETags, a timeout that deletes, two clients at once, and
 // that sandboxes made here are ordinary Airlock sandboxes.
+#include <string.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -624,6 +625,22 @@ TEST_F(ApiE2ETest, PoliciesLogsSecretsAndImagesOverTheirDaemons) {
                               {"token", {{"value", "v"}}}}.dump())
                 .status,
             400);
+  // Rotation keeps the id and the placeholder.
+  auto rotated = c.Management("PUT", "/v1/secrets/" + sid,
+                              json{{"custom", {{"value", "rotated-value"},
+                                               {"injection", {{"hosts", {"api.example.com"}},
+                                                              {"header", "Authorization"}}}}}}
+                                  .dump(),
+                              {"If-Match: " + one.headers["etag"]});
+  ASSERT_EQ(rotated.status, 200) << rotated.body;
+  EXPECT_EQ(rotated.Json()["uid"], sid);
+  EXPECT_EQ(rotated.Json()["placeholder"], secret["placeholder"]);
+  EXPECT_EQ(rotated.body.find("rotated-value"), std::string::npos);
+  EXPECT_EQ(c.Management("PUT", "/v1/secrets/" + sid, json{{"token", {{"value", "v"}}}}.dump(),
+                         {"If-Match: \"stale\""})
+                .status,
+            412);
+  one = c.Management("GET", "/v1/secrets/" + sid);
   EXPECT_EQ(c.Management("DELETE", "/v1/secrets/" + sid).status, 428);
   EXPECT_EQ(c.Management("DELETE", "/v1/secrets/" + sid, "", {"If-Match: \"stale\""}).status, 412);
   EXPECT_EQ(c.Management("DELETE", "/v1/secrets/" + sid, "", {"If-Match: " + one.headers["etag"]})
@@ -651,6 +668,71 @@ TEST_F(ApiE2ETest, PoliciesLogsSecretsAndImagesOverTheirDaemons) {
   EXPECT_EQ(in_use.status, 409) << "the shared sandbox uses it: " << in_use.body;
   EXPECT_EQ(c.Management("POST", "/v1/images", json{{"displayName", "x"}}.dump()).status, 501);
   EXPECT_EQ(c.Management("GET", "/v1/images/ffff").status, 404);
+}
+
+}  // namespace
+}  // namespace airlock
+
+namespace airlock {
+namespace {
+
+TEST_F(ApiE2ETest, MultipartUploadAndDownload) {
+  Client c = NewClient();
+  Endpoint ep = SharedEndpoint(c);
+  const std::string b = "xyzBOUNDARY";
+  std::string binary("bin\0\r\n--xyzBOUNDAR", 18);
+  std::string body = "--" + b + "\r\nContent-Disposition: form-data; name=\"metadata\"\r\n"
+                     "Content-Type: application/json\r\n\r\n{\"path\":\"/tmp/up/one\",\"mode\":448}\r\n"
+                     "--" + b + "\r\nContent-Disposition: form-data; name=\"content\"\r\n"
+                     "Content-Type: application/octet-stream\r\n\r\n" + binary + "\r\n"
+                     "--" + b + "\r\nContent-Disposition: form-data; name=\"metadata\"\r\n\r\n"
+                     "{\"path\":\"/tmp/up/empty\"}\r\n"
+                     "--" + b + "\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\n\r\n"
+                     "--" + b + "--\r\n";
+  ASSERT_EQ(ep.Call("PUT", "/v1/files/directories", json{{"path", "/tmp/up"}}.dump()).status, 200);
+  auto up = ep.Call("POST", "/v1/files/upload", body,
+                    {"Content-Type: multipart/form-data; boundary=" + b});
+  ASSERT_EQ(up.status, 200) << up.body;
+  EXPECT_EQ(up.Json()["filesWritten"], 2);
+  EXPECT_EQ(ep.ReadFile("/tmp/up/one").body, binary);
+  EXPECT_EQ(ep.Call("GET", "/v1/files/stat?path=/tmp/up/one").Json()["info"]["mode"], 0700);
+  EXPECT_EQ(ep.Call("GET", "/v1/files/stat?path=/tmp/up/empty").Json()["info"]["mode"], 0644);
+
+  // A truncated body writes nothing.
+  auto refused = ep.Call("POST", "/v1/files/upload",
+                         "--" + b + "\r\nContent-Disposition: form-data; name=\"metadata\"\r\n\r\n"
+                         "{\"path\":\"/tmp/up/never\"}\r\n--" + b +
+                             "\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\npartial",
+                         {"Content-Type: multipart/form-data; boundary=" + b});
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(ep.Call("GET", "/v1/files/stat?path=/tmp/up/never").status, 404);
+  auto encoded = ep.Call("POST", "/v1/files/upload",
+                         "--" + b + "\r\nContent-Disposition: form-data; name=\"metadata\"\r\n\r\n"
+                         "{\"path\":\"/tmp/up/enc\"}\r\n--" + b +
+                             "\r\nContent-Disposition: form-data; name=\"content\"\r\n"
+                             "Content-Transfer-Encoding: base64\r\n\r\naGk=\r\n--" + b + "--\r\n",
+                         {"Content-Type: multipart/form-data; boundary=" + b});
+  EXPECT_EQ(encoded.status, 400);
+  EXPECT_EQ(encoded.Json()["details"][0]["@type"], "type.googleapis.com/google.rpc.BadRequest");
+
+  // Download: metadata then content per file, an error part for what fails.
+  auto down = ep.Call("GET", "/v1/files/download?paths=/tmp/up/one&paths=/tmp/up/missing&paths=/tmp/up");
+  ASSERT_EQ(down.status, 200) << down.body;
+  std::string ct = down.headers["content-type"];
+  ASSERT_EQ(ct.rfind("multipart/mixed; boundary=", 0), 0u) << ct;
+  std::string boundary = ct.substr(strlen("multipart/mixed; boundary="));
+  std::string d = down.body;
+  EXPECT_NE(d.find("attachment; name=metadata"), std::string::npos);
+  EXPECT_NE(d.find(binary), std::string::npos);
+  EXPECT_NE(d.find("\"path\":\"/tmp/up/missing\""), std::string::npos);
+  EXPECT_NE(d.find("notFound"), std::string::npos);
+  EXPECT_NE(d.find("path_authority_nonregular_object"), std::string::npos);
+  EXPECT_NE(d.find("--" + boundary + "--"), std::string::npos) << "closed cleanly";
+  Endpoint read_only = EndpointFor(c, *shared_, {"sandboxesFilesRead"});
+  EXPECT_EQ(read_only.Call("POST", "/v1/files/upload", body,
+                           {"Content-Type: multipart/form-data; boundary=" + b})
+                .status,
+            403);
 }
 
 }  // namespace
