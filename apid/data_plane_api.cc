@@ -316,12 +316,14 @@ HttpResponse DataPlaneApi::Upload(const HttpRequest& req, const std::string& uid
     uint32_t bits = static_cast<uint32_t>(header.mode()) & 0777;
     items.push_back({header.path(), bits == 0 ? 0644u : bits, &content.body});
   }
-  int written = 0;
   for (const Item& item : items) {
     if (auto info = vmm_->Stat(uid, item.path); info.ok() && !S_ISREG(info->mode())) {
       return Error(ApiError::FailedPrecondition(absl::StrCat(
           "path_authority_nonregular_object: ", item.path, " is not a regular file")));
     }
+  }
+  int written = 0;
+  for (const Item& item : items) {
     if (absl::Status s = vmm_->WriteFile(uid, item.path, item.mode, *item.data); !s.ok()) {
       return Error(s);
     }
@@ -391,7 +393,7 @@ HttpResponse DataPlaneApi::Download(const HttpRequest& req, const std::string& u
     parts.push_back(std::move(meta));
     parts.push_back(std::move(content));
   }
-  std::string boundary = absl::StrCat("airlock-", absl::BytesToHexString(RandomToken(12).substr(0, 8)));
+  std::string boundary = absl::StrCat("airlock-", RandomHex(8));
   HttpResponse r;
   r.status = 200;
   r.content_type = absl::StrCat("multipart/mixed; boundary=", boundary);

@@ -300,7 +300,12 @@ void HttpServer::Impl::Serve(Stream& stream, asio::io_context& io,
         http::write(stream, res, ec);
         return;
       }
-      http::read(stream, buf, parser, ec);
+      // The body in pieces, each renewing the deadline: a slow upload
+      // lives as long as it moves.
+      while (!ec && !parser.is_done()) {
+        http::read_some(stream, buf, parser, ec);
+        arm();
+      }
     }
     if (ec == http::error::end_of_stream || ec == asio::error::eof) return;
     if (ec) {
@@ -328,7 +333,11 @@ void HttpServer::Impl::Serve(Stream& stream, asio::io_context& io,
     }
     if (websocket::is_upgrade(req)) {
       WebSocketAccept accept;
-      if (ws_handler) accept = ws_handler(hreq);
+      try {
+        if (ws_handler) accept = ws_handler(hreq);
+      } catch (const std::exception&) {
+        accept.refusal = std::make_unique<HttpResponse>(Plain(500, "internal", "internal error"));
+      }
       if (accept.refusal != nullptr || accept.session == nullptr) {
         HttpResponse r = accept.refusal ? *accept.refusal
                                         : Plain(404, "notFound", "no WebSocket at this path");
@@ -354,16 +363,27 @@ void HttpServer::Impl::Serve(Stream& stream, asio::io_context& io,
       return;
     }
     *deadline = 0;  // a handler may take long (exec, pulls)
-    HttpResponse r = handler(hreq);
+    HttpResponse r;
+    try {
+      r = handler(hreq);
+    } catch (const std::exception&) {
+      // A handler's bug answers 500; it never takes the daemon down.
+      r = Plain(500, "internal", "internal error");
+    }
     arm();
     bool keep = req.keep_alive() && !stopping;
     auto res = ToBeast(r, req.version(), keep);
+    http::response_serializer<http::string_body> sr(res);
     if (req.method() == http::verb::head) {
-      http::response_serializer<http::string_body> sr(res);
       sr.split(true);
       http::write_header(stream, sr, ec);
     } else {
-      http::write(stream, res, ec);
+      // In pieces, each renewing the deadline (a large download to a slow
+      // reader lives as long as it moves).
+      while (!ec && !sr.is_done()) {
+        http::write_some(stream, sr, ec);
+        arm();
+      }
     }
     if (ec || !keep) return;
   }
@@ -406,10 +426,13 @@ void HttpServer::Impl::AcceptLoop() {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (live >= options.max_connections) {
-        // Over the cap: a short answer on this thread, then closed.
-        auto res = ToBeast(Plain(503, "unavailable", "too many connections; retry later"), 11,
-                           false);
-        http::write(*socket, res, ec);
+        // Over the cap: a short answer on this thread (plain HTTP only; a
+        // TLS client just sees the close), then closed.
+        if (tls == nullptr) {
+          auto res = ToBeast(Plain(503, "unavailable", "too many connections; retry later"), 11,
+                             false);
+          http::write(*socket, res, ec);
+        }
         continue;
       }
       ++live;

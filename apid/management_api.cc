@@ -46,9 +46,7 @@ std::string CanonicalPayload(const HttpRequest& req) {
 }
 
 std::string NewUid(const std::string& agent) {
-  std::string raw = RandomToken(6);
-  std::string hex = absl::BytesToHexString(raw.substr(0, 4));
-  return absl::StrCat(agent.empty() ? "shell" : agent, "-", hex);
+  return absl::StrCat(agent.empty() ? "shell" : agent, "-", RandomHex(5));
 }
 
 // The five sizes the API offers, by name, from the shared table.
@@ -148,7 +146,7 @@ void ManagementApi::Register(Router* r) {
   r->Add("POST", "/v1/sandboxes/{sandbox}/ports", authed([this](auto& req, auto& c, auto& p) {
            return Keyed(req, c, "createPort:" + p.at("sandbox"), CanonicalPayload(req),
                         p.at("sandbox"),
-                        [&](const std::string&) { return CreatePort(req, p.at("sandbox")); });
+                        [&](const std::string&, bool) { return CreatePort(req, p.at("sandbox")); });
          }));
   r->Add("GET", "/v1/sandboxes/{sandbox}/ports/{port}", authed([this](auto&, auto&, auto& p) {
            return GetPort(p.at("sandbox"), p.at("port"));
@@ -242,15 +240,16 @@ std::optional<ApiError> ManagementApi::Precondition(const HttpRequest& req,
 HttpResponse ManagementApi::Keyed(const HttpRequest& req, const Claims& caller,
                                   const std::string& scope, const std::string& payload,
                                   const std::string& target,
-                                  const std::function<HttpResponse(const std::string&)>& op) {
+                                  const std::function<HttpResponse(const std::string&, bool)>& op) {
   std::string key = req.Header("idempotency-key");
-  if (key.empty()) return op(target);
+  if (key.empty()) return op(target, false);
   if (key.size() > 256) {
     return Error(ApiError::InvalidArgument("Idempotency-Key is over 256 characters"));
   }
   std::string full_scope = absl::StrCat(caller.subject, "|", scope);
   std::string inflight = absl::StrCat(full_scope, "\n", key);
   std::string use_target = target;
+  bool resumed = false;
   {
     std::lock_guard<std::mutex> lock(keyed_mu_);
     if (inflight_.count(inflight)) {
@@ -273,16 +272,27 @@ HttpResponse ManagementApi::Keyed(const HttpRequest& req, const Claims& caller,
       // An attempt that did not finish (apid stopped during it): run again
       // on the same target, so a create finds the sandbox it made.
       if (!e.target.empty()) use_target = e.target;
+      resumed = true;
     } else if (absl::Status s = ledger_->Reserve(full_scope, key, payload, target, time(nullptr));
                !s.ok()) {
       return Error(s);
     }
     inflight_.insert(inflight);
   }
-  HttpResponse r = op(use_target);
+  HttpResponse r;
+  try {
+    r = op(use_target, resumed);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(keyed_mu_);
+    inflight_.erase(inflight);
+    throw;
+  }
   std::lock_guard<std::mutex> lock(keyed_mu_);
   inflight_.erase(inflight);
-  if (r.status < 200 || r.status > 299) {
+  if (r.status >= 500) {
+    // The outcome is unknown (a peer's answer was lost): the reservation
+    // stays, so a retry acts on the same target.
+  } else if (r.status < 200 || r.status > 299) {
     // A refusal changed nothing: there is no result to replay, and a
     // corrected retry under the same key runs.
     (void)ledger_->Forget(full_scope, key);
@@ -412,7 +422,7 @@ HttpResponse ManagementApi::Create(const HttpRequest& req, const Claims& caller)
   std::string display = body.display_name();
   if (!body.display_name_prefix().empty()) {
     display = absl::StrCat(body.display_name_prefix(), "-",
-                           absl::BytesToHexString(RandomToken(3).substr(0, 2)));
+                           RandomHex(2));
   }
   if (absl::Status s = ValidDisplayName(display, true); !s.ok()) return Error(s);
   spec.set_display_name(display);
@@ -468,12 +478,16 @@ HttpResponse ManagementApi::Create(const HttpRequest& req, const Claims& caller)
   }
   bool pull_always = body.pull_policy() == "always";
   return Keyed(req, caller, "createSandbox", CanonicalPayload(req), NewUid(body.agent()),
-               [&](const std::string& uid) -> HttpResponse {
+               [&](const std::string& uid, bool resumed) -> HttpResponse {
     spec.set_name(uid);
-    // A retry of a create that got as far as vmmd answers with that sandbox.
-    auto existing = vmm_->Get(uid);
-    if (existing.ok()) return View(uid, 202);
-    if (existing.status().code() != absl::StatusCode::kNotFound) return Error(existing.status());
+    if (resumed) {
+      // A retry of a create that got as far as vmmd answers with it.
+      auto existing = vmm_->Get(uid);
+      if (existing.ok()) return View(uid, 202);
+      if (existing.status().code() != absl::StatusCode::kNotFound) return Error(existing.status());
+    } else if (vmm_->Get(uid).ok()) {
+      return Error(FromStatus(absl::AbortedError("a fresh sandbox id was taken; retry")));
+    }
     if (absl::Status s = vmm_->EnsureImage(image.empty() ? "base" : image, pull_always); !s.ok()) {
       return Error(s);
     }
@@ -485,10 +499,11 @@ HttpResponse ManagementApi::Create(const HttpRequest& req, const Claims& caller)
     auto created = vmm_->Create(spec);
     if (!created.ok()) {
       absl::Status s = created.status();
-      // The rules go unless vmmd has the sandbox after all (a lost answer).
-      if (s.code() != absl::StatusCode::kAlreadyExists && !vmm_->Get(uid).ok()) {
-        (void)policy_->ClearSandboxRules(uid);
+      // vmmd may have made it and the answer was lost: then it is ours.
+      if (s.code() != absl::StatusCode::kAlreadyExists && vmm_->Get(uid).ok()) {
+        return View(uid, 202);
       }
+      if (s.code() != absl::StatusCode::kAlreadyExists) (void)policy_->ClearSandboxRules(uid);
       if (s.code() == absl::StatusCode::kNotFound) {
         return Error(ApiError::InvalidArgument(std::string(s.message())));
       }
@@ -533,7 +548,7 @@ HttpResponse ManagementApi::Update(const HttpRequest& req, const Claims& caller,
     return Error(ApiError::InvalidArgument("displayName must be present: a string, or null to clear"));
   }
   return Keyed(req, caller, "updateSandbox:" + uid, CanonicalPayload(req), uid,
-               [&](const std::string&) -> HttpResponse {
+               [&](const std::string&, bool) -> HttpResponse {
     if (auto e = Precondition(req, uid)) return Error(*e);
     auto sb = vmm_->SetDisplayName(uid, display);
     if (!sb.ok()) return Error(sb.status());
@@ -585,7 +600,7 @@ HttpResponse ManagementApi::Lifecycle(const HttpRequest& req, const Claims& call
   if (auto e = ParseBody(req.body, &body, /*empty_ok=*/true)) return Error(*e);
   const std::string op = start ? "startSandbox:" : "stopSandbox:";
   return Keyed(req, caller, op + uid, CanonicalPayload(req), uid,
-               [&](const std::string&) -> HttpResponse {
+               [&](const std::string&, bool) -> HttpResponse {
     if (auto e = Precondition(req, uid)) return Error(*e);
     if (start) {
       auto sb = vmm_->Start(uid);

@@ -59,12 +59,13 @@ class ManagementApi {
   // Keyed runs `op` under the Idempotency-Key of `req` (if any): a replay
   // returns the first successful response, another payload 409, the same
   // key while the first is still running 409 (aborted); a refusal is not
-  // kept. `scope` names the operation; `target` is what it acts on (a
-  // create's fresh uid), and an attempt that never finished hands its own
-  // target to the retry.
+  // kept; after a 5xx (outcome unknown) the reservation stays. `scope`
+  // names the operation; `target` is what it acts on (a create's fresh
+  // uid); an attempt that never finished hands its own target to the
+  // retry, which `op` sees as `resumed`.
   HttpResponse Keyed(const HttpRequest& req, const Claims& caller, const std::string& scope,
                      const std::string& payload, const std::string& target,
-                     const std::function<HttpResponse(const std::string& target)>& op);
+                     const std::function<HttpResponse(const std::string& target, bool resumed)>& op);
   // View fetches `uid` and renders it with its ETag header.
   HttpResponse View(const std::string& uid, int status);
   // Precondition checks If-Match against the sandbox's current ETag.

@@ -28,11 +28,21 @@ absl::StatusOr<std::string> BoundaryOf(absl::string_view content_type) {
 
 absl::StatusOr<std::vector<MultipartPart>> ParseMultipart(absl::string_view body,
                                                           const std::string& boundary) {
+  // At most this many parts: a hostile body cannot make many.
+  constexpr size_t kMaxParts = 4096;
   const std::string delim = "--" + boundary;
+  const std::string next_delim = "\r\n" + delim;
   std::vector<MultipartPart> out;
-  size_t pos = body.find(delim);
-  if (pos == absl::string_view::npos || (pos != 0 && body.substr(pos - 2, 2) != "\r\n")) {
-    return absl::InvalidArgumentError("the body does not start with the multipart boundary");
+  size_t pos;
+  if (body.substr(0, delim.size()) == delim) {
+    pos = 0;
+  } else {
+    // A preamble ends with CRLF before the first delimiter.
+    pos = body.find(next_delim);
+    if (pos == absl::string_view::npos) {
+      return absl::InvalidArgumentError("the body does not start with the multipart boundary");
+    }
+    pos += 2;
   }
   pos += delim.size();
   for (;;) {
@@ -41,26 +51,34 @@ absl::StatusOr<std::vector<MultipartPart>> ParseMultipart(absl::string_view body
       return absl::InvalidArgumentError("a multipart boundary line is malformed");
     }
     pos += 2;
-    size_t header_end = body.find("\r\n\r\n", pos);
-    size_t next = body.find("\r\n" + delim, pos);
-    if (next == absl::string_view::npos) {
+    if (out.size() >= kMaxParts) {
+      return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxParts, " multipart parts"));
+    }
+    // The part runs to the next CRLF + delimiter; its header block (maybe
+    // empty) ends at the first blank line inside it.
+    size_t end = body.find(next_delim, pos);
+    if (end == absl::string_view::npos) {
       return absl::InvalidArgumentError(
           "the multipart body ends before its closing boundary (truncated)");
     }
-    MultipartPart part;
-    absl::string_view headers;
-    if (header_end != absl::string_view::npos && header_end <= next) {
-      headers = body.substr(pos, header_end - pos);
-      part.body = std::string(body.substr(header_end + 4, next - header_end - 4));
-    } else if (body.substr(pos, 2) == "\r\n") {
-      part.body = std::string(body.substr(pos + 2, next - pos - 2));
+    absl::string_view part_text = body.substr(pos, end - pos);
+    absl::string_view headers, content;
+    if (part_text.substr(0, 2) == "\r\n") {
+      content = part_text.substr(2);  // no headers
     } else {
-      return absl::InvalidArgumentError("a multipart part has no header block");
+      size_t blank = part_text.find("\r\n\r\n");
+      if (blank == absl::string_view::npos) {
+        return absl::InvalidArgumentError("a multipart part has no header block");
+      }
+      headers = part_text.substr(0, blank);
+      content = part_text.substr(blank + 4);
     }
+    MultipartPart part;
+    part.body = std::string(content);
     for (absl::string_view line : absl::StrSplit(headers, "\r\n", absl::SkipEmpty())) {
       size_t colon = line.find(':');
       if (colon == absl::string_view::npos) {
-        return absl::InvalidArgumentError(absl::StrCat("bad part header \"", line, "\""));
+        return absl::InvalidArgumentError(absl::StrCat("bad part header \"", line.substr(0, 80), "\""));
       }
       part.headers[absl::AsciiStrToLower(absl::StripAsciiWhitespace(line.substr(0, colon)))] =
           std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
@@ -77,7 +95,7 @@ absl::StatusOr<std::vector<MultipartPart>> ParseMultipart(absl::string_view body
       }
     }
     out.push_back(std::move(part));
-    pos = next + 2 + delim.size();
+    pos = end + next_delim.size();
   }
 }
 

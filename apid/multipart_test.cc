@@ -36,6 +36,25 @@ TEST(MultipartTest, RefusesTruncatedAndMalformed) {
   EXPECT_NE(t.status().message().find("truncated"), std::string::npos);
   EXPECT_FALSE(ParseMultipart("--B\r\nbad header\r\n\r\nx\r\n--B--", "B").ok());
   EXPECT_FALSE(ParseMultipart("--Bxx", "B").ok());
+  // Hostile shapes: a delimiter at byte 1, empty header blocks, parts
+  // that end at once; each is refused or parsed without copying the rest.
+  EXPECT_FALSE(ParseMultipart("x--B--", "B").ok());
+  std::string many = "--B";
+  for (int i = 0; i < 1000; ++i) many += "\r\n\r\n\r\n--B";
+  many += "--";
+  auto parsed = ParseMultipart(many, "B");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->size(), 1000u);
+  for (const auto& p : *parsed) EXPECT_EQ(p.body, "");
+  EXPECT_FALSE(ParseMultipart("--B\r\nX:y\r\n\r\n--B--", "B").ok())
+      << "a header block cut by the delimiter";
+  std::string too_many = "--B";
+  for (int i = 0; i < 5000; ++i) too_many += "\r\n\r\nx\r\n--B";
+  too_many += "--";
+  EXPECT_FALSE(ParseMultipart(too_many, "B").ok());
+  auto preamble = ParseMultipart("ignored\r\n--B\r\n\r\nbody\r\n--B--", "B");
+  ASSERT_TRUE(preamble.ok());
+  EXPECT_EQ((*preamble)[0].body, "body");
   auto empty = ParseMultipart("--B--\r\n", "B");
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());

@@ -204,6 +204,7 @@ absl::StatusOr<std::shared_ptr<Process>> ProcessTable::Start(const vmm::ExecStar
       }
     }
     running_here += starting_[sandbox].size();
+    for (const auto& [name, labels] : starting_) running += labels.size();
     if (running_here >= kMaxRunningPerSandbox || running >= kMaxRunning) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "too many processes running (", running_here, " in this sandbox, ", running,
@@ -231,7 +232,7 @@ absl::StatusOr<std::shared_ptr<Process>> ProcessTable::Start(const vmm::ExecStar
     release();
     return exec.status();
   }
-  std::string id = absl::BytesToHexString(RandomToken(8).substr(0, 6));
+  std::string id = RandomHex(6);
   auto p = std::make_shared<Process>(id, sandbox, label, session, start.tty(), std::move(*exec));
   // The first answer says whether it started (a pid) or the call failed
   // (no such sandbox, not running): then there is no process to keep.
@@ -243,6 +244,10 @@ absl::StatusOr<std::shared_ptr<Process>> ProcessTable::Start(const vmm::ExecStar
   }
   std::lock_guard<std::mutex> lock(mu_);
   starting_[sandbox].erase(label);
+  if (closed_) {
+    p->Kill();  // Shutdown ran meanwhile: nothing may outlive it
+    return absl::UnavailableError("apid is stopping");
+  }
   by_sandbox_[sandbox].push_back(p);
   return p;
 }

@@ -329,7 +329,7 @@ std::optional<ApiError> ResourcesApi::Material(const std::string& display_name,
   for (const auto& h : inj.hosts()) set->add_hosts(h);
   std::string placeholder = inj.placeholder_template();
   for (size_t at; (at = placeholder.find("{rand}")) != std::string::npos;) {
-    placeholder.replace(at, 6, absl::BytesToHexString(RandomToken(12).substr(0, 8)));
+    placeholder.replace(at, 6, RandomHex(8));
   }
   // The placeholder is stable across value rotation.
   if (placeholder.empty() && existing != nullptr) placeholder = existing->sentinel();
@@ -348,6 +348,20 @@ HttpResponse ResourcesApi::CreateSecret(const HttpRequest& req) {
                         body.has_custom() ? &body.custom() : nullptr,
                         body.has_token() ? &body.token() : nullptr, body.has_oauth(), nullptr, &set)) {
     return Error(*e);
+  }
+  // secretsd keys a secret by its service or variable: a create must not
+  // replace one (that is PUT, under If-Match).
+  auto all = secrets_->List();
+  if (!all.ok()) return Error(all.status());
+  for (const auto& s : *all) {
+    if (s.scope() != spb::GLOBAL || !s.registry().empty()) continue;
+    bool same = set.service().empty() ? (s.service().empty() && s.env() == set.env())
+                                      : s.service() == set.service();
+    if (same) {
+      return Error(FromStatus(absl::AlreadyExistsError(absl::StrCat(
+          "secrets/", s.id(), " already holds this ",
+          set.service().empty() ? "variable" : "service", "; update it with PUT"))));
+    }
   }
   auto info = secrets_->Set(set);
   if (!info.ok()) return Error(info.status());

@@ -27,6 +27,12 @@ std::string RandomToken(int bytes) {
   return absl::WebSafeBase64Escape(raw);
 }
 
+std::string RandomHex(int bytes) {
+  std::string raw(bytes, '\0');
+  RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), bytes);
+  return absl::BytesToHexString(raw);
+}
+
 std::string Sha256Hex(const std::string& data) {
   unsigned char md[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);

@@ -54,6 +54,9 @@ class Signer {
 // RandomToken is `bytes` random bytes as unpadded base64url.
 std::string RandomToken(int bytes);
 
+// RandomHex is `bytes` random bytes as lower-case hex.
+std::string RandomHex(int bytes);
+
 // Sha256Hex is the hex SHA-256 of `data`.
 std::string Sha256Hex(const std::string& data);
 
