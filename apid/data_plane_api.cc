@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "apid/exec_start.h"
 #include "apid/multipart.h"
 #include "apid/sandbox_view.h"
 #include "apid/signer.h"
@@ -102,20 +103,8 @@ void DataPlaneApi::Register(Router* r) {
 HttpResponse DataPlaneApi::Exec(const HttpRequest& req, const std::string& uid) {
   wire::ExecRequest body;
   if (auto e = ParseBody(req.body, &body)) return Error(*e);
-  if (body.cmd().empty() || body.cmd(0).empty()) {
-    return Error(ApiError::InvalidArgument("cmd needs at least the program to run"));
-  }
   vmm::ExecStart start;
-  start.set_sandbox(uid);
-  for (const auto& a : body.cmd()) start.add_argv(a);
-  for (const auto& [k, v] : body.env()) {
-    if (k.empty() || k.find('=') != std::string::npos) {
-      return Error(ApiError::InvalidArgument(absl::StrCat("env name \"", k, "\" is not valid")));
-    }
-    start.add_env(absl::StrCat(k, "=", v));
-  }
-  start.set_workdir(body.working_dir());
-  start.set_user(body.user());
+  if (auto e = ExecStartFor(uid, body, &start)) return Error(*e);
   auto result = vmm_->Exec(start, options_.exec_output_limit);
   if (!result.ok()) return Error(result.status());
   wire::ExecResponse out;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "apid/exec_start.h"
 #include "apid/sandbox_view.h"
 #include "apid/wire_json.h"
 #include "protos/api/v1/wire.pb.h"
@@ -224,23 +225,11 @@ void ProcessesApi::Register(Router* r) {
 HttpResponse ProcessesApi::Create(const HttpRequest& req, const std::string& uid) {
   wire::CreateProcessRequest body;
   if (auto e = ParseBody(req.body, &body)) return Error(*e);
-  if (body.cmd().empty() || body.cmd(0).empty()) {
-    return Error(ApiError::InvalidArgument("cmd needs at least the program to run"));
-  }
+  vmm::ExecStart start;
+  if (auto e = ExecStartFor(uid, body, &start)) return Error(*e);
   if (body.has_label() && body.label().empty()) {
     return Error(ApiError::InvalidArgument("label must not be empty when given"));
   }
-  vmm::ExecStart start;
-  start.set_sandbox(uid);
-  for (const auto& a : body.cmd()) start.add_argv(a);
-  for (const auto& [k, v] : body.env()) {
-    if (k.empty() || k.find('=') != std::string::npos) {
-      return Error(ApiError::InvalidArgument(absl::StrCat("env name \"", k, "\" is not valid")));
-    }
-    start.add_env(absl::StrCat(k, "=", v));
-  }
-  start.set_workdir(body.working_dir());
-  start.set_user(body.user());
   start.set_stdin(true);
   if (body.has_pty()) {
     start.set_tty(true);
