@@ -1,0 +1,420 @@
+#include "vmmd/jail.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/fd_io.h"
+
+namespace airlock::vmmd {
+namespace {
+
+// What the children report on the pipe: the grandchild's pid, or the step
+// that failed with its errno.
+struct Report {
+  int32_t kind;  // kPid or kFailed
+  int32_t step;  // a plan index, or one of the negative steps below
+  int32_t err;
+  int32_t pid;
+};
+constexpr int32_t kPid = 1, kFailed = 2;
+constexpr int32_t kStepCgroup = -1, kStepClone = -2, kStepMaps = -3, kStepIds = -4,
+                  kStepExec = -5, kStepSync = -6;
+
+void Send(int fd, int32_t kind, int32_t step, int32_t err, int32_t pid) {
+  Report r{kind, step, err, pid};
+  ssize_t unused = write(fd, &r, sizeof(r));
+  (void)unused;
+}
+
+bool WriteProcFile(const char* path, const std::string& data) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+  int e = errno;
+  close(fd);
+  errno = e;
+  return ok;
+}
+
+// Formats "/proc/<pid>/<leaf>" without allocating (the intermediate child
+// of a multi-threaded parent).
+void ProcPath(char* out, pid_t pid, const char* leaf) {
+  char digits[16];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + pid % 10);
+    pid /= 10;
+  } while (pid > 0);
+  char* p = out;
+  for (const char* s = "/proc/"; *s; ++s) *p++ = *s;
+  while (n > 0) *p++ = digits[--n];
+  *p++ = '/';
+  for (const char* s = leaf; *s; ++s) *p++ = *s;
+  *p = '\0';
+}
+
+bool RunStep(const JailStep& s, uid_t uid, gid_t gid) {
+  switch (s.kind) {
+    case JailStep::kMount:
+      return mount(s.a.empty() ? nullptr : s.a.c_str(), s.b.c_str(),
+                   s.c.empty() ? nullptr : s.c.c_str(), s.flags,
+                   s.d.empty() ? nullptr : s.d.c_str()) == 0;
+    case JailStep::kRemountRo: {
+      // A mount inherited into a user namespace keeps its locked flags; a
+      // remount that dropped them would be refused.
+      struct statfs st;
+      if (statfs(s.b.c_str(), &st) != 0) return false;
+      unsigned long keep = st.f_flags & (MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME |
+                                         MS_NODIRATIME | MS_RELATIME);
+      return mount(nullptr, s.b.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | keep,
+                   nullptr) == 0;
+    }
+    case JailStep::kMkdir:
+      return mkdir(s.b.c_str(), s.mode) == 0 || errno == EEXIST;
+    case JailStep::kTouch: {
+      int fd = open(s.b.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+      if (fd < 0) return false;
+      close(fd);
+      return true;
+    }
+    case JailStep::kMknod: {
+      struct stat st;
+      if (stat(s.a.c_str(), &st) != 0) return false;
+      if (!S_ISCHR(st.st_mode)) {
+        errno = ENODEV;
+        return false;
+      }
+      if (mknod(s.b.c_str(), S_IFCHR | s.mode, st.st_rdev) != 0) return false;
+      // mknod honours the umask; the mode is set exactly.
+      if (chmod(s.b.c_str(), s.mode) != 0) return false;
+      return !s.owned || chown(s.b.c_str(), uid, gid) == 0;
+    }
+    case JailStep::kSymlink:
+      return symlink(s.a.c_str(), s.b.c_str()) == 0;
+    case JailStep::kPivot:
+      return chdir(s.b.c_str()) == 0 && syscall(SYS_pivot_root, ".", ".") == 0 &&
+             umount2(".", MNT_DETACH) == 0 && chdir("/") == 0;
+    case JailStep::kHostname:
+      return sethostname(s.a.data(), s.a.size()) == 0;
+  }
+  errno = EINVAL;
+  return false;
+}
+
+std::string MapText(const std::vector<IdRange>& map) {
+  std::string out;
+  for (const IdRange& r : map) absl::StrAppend(&out, r.inside, " ", r.outside, " ", r.count, "\n");
+  return out;
+}
+
+std::string ReadLink(const std::string& path) {
+  char buf[4096];
+  ssize_t n = readlink(path.c_str(), buf, sizeof(buf));
+  return n > 0 ? std::string(buf, n) : std::string();
+}
+
+int LastCap() {
+  int last = 0;
+  if (absl::SimpleAtoi(
+          absl::StripAsciiWhitespace(ReadFileToString("/proc/sys/kernel/cap_last_cap")), &last)) {
+    return last;
+  }
+  return CAP_LAST_CAP;
+}
+
+}  // namespace
+
+std::string JailStep::Describe() const {
+  switch (kind) {
+    case kMount:
+      if (flags & MS_BIND) return absl::StrCat("mount --bind ", a, " on ", b);
+      if (!c.empty()) return absl::StrCat("mount -t ", c, " on ", b);
+      return absl::StrCat("mount --make-rprivate ", b);
+    case kRemountRo:
+      return absl::StrCat("remount ", b, " read-only");
+    case kMkdir:
+      return absl::StrCat("mkdir ", b);
+    case kTouch:
+      return absl::StrCat("create ", b);
+    case kMknod:
+      return absl::StrCat("mknod ", b, " (as ", a, ")");
+    case kSymlink:
+      return absl::StrCat("symlink ", b, " -> ", a);
+    case kPivot:
+      return absl::StrCat("pivot_root into ", b);
+    case kHostname:
+      return absl::StrCat("sethostname ", a);
+  }
+  return "?";
+}
+
+std::vector<JailMount> SystemMounts() {
+  std::vector<JailMount> out;
+  for (const char* p : {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+                        "/etc/ld.so.cache"}) {
+    struct stat st;
+    if (lstat(p, &st) == 0) out.push_back({p, true});
+  }
+  return out;
+}
+
+std::vector<JailStep> BuildJailPlan(const JailSpec& spec, bool user_ns) {
+  std::vector<JailStep> plan;
+  const std::string& root = spec.root;
+  plan.push_back({JailStep::kMount, "", "/", "", "", MS_REC | MS_PRIVATE});
+  // No nodev: the jail's own device nodes live here. The jail cannot make
+  // more (it has no CAP_MKNOD).
+  plan.push_back({JailStep::kMount, "tmpfs", root, "tmpfs", "mode=0755,size=1m", MS_NOSUID});
+  std::set<std::string> made;
+  auto parents = [&](const std::string& path) {
+    for (size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1)) {
+      std::string dir = path.substr(0, at);
+      if (made.insert(dir).second) plan.push_back({JailStep::kMkdir, "", root + dir, "", "", 0, 0755});
+    }
+  };
+  for (const JailMount& m : spec.mounts) {
+    if (m.path.empty() || m.path[0] != '/' || !made.insert(m.path).second) continue;
+    parents(m.path);
+    std::string target = root + m.path;
+    struct stat st;
+    bool top_level = m.path.find('/', 1) == std::string::npos;
+    if (top_level && lstat(m.path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      // Merged /usr: /lib is "usr/lib", kept as the same symlink.
+      plan.push_back({JailStep::kSymlink, ReadLink(m.path), target});
+      continue;
+    }
+    bool dir = stat(m.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    plan.push_back({dir ? JailStep::kMkdir : JailStep::kTouch, "", target, "", "", 0, 0755});
+    plan.push_back({JailStep::kMount, m.path, target, "", "", MS_BIND | MS_REC});
+    if (m.read_only) plan.push_back({JailStep::kRemountRo, "", target});
+  }
+  if (!spec.devices.empty()) {
+    parents("/dev/x");
+    for (const JailSpec::Device& d : spec.devices) {
+      std::string target = root + d.path;
+      if (user_ns) {
+        // An ordinary user cannot make device nodes: the host's are bound.
+        plan.push_back({JailStep::kTouch, "", target});
+        plan.push_back({JailStep::kMount, d.path, target, "", "", MS_BIND});
+      } else {
+        JailStep node{JailStep::kMknod, d.path, target, "", "", 0, d.owned ? 0600u : 0666u};
+        node.owned = d.owned;
+        plan.push_back(node);
+      }
+    }
+  }
+  plan.push_back({JailStep::kMkdir, "", root + "/proc", "", "", 0, 0555});
+  plan.push_back({JailStep::kMount, "proc", root + "/proc", "proc", "",
+                  MS_NOSUID | MS_NODEV | MS_NOEXEC});
+  plan.push_back({JailStep::kPivot, "", root});
+  plan.push_back({JailStep::kRemountRo, "", "/"});
+  if (!spec.hostname.empty()) plan.push_back({JailStep::kHostname, spec.hostname});
+  return plan;
+}
+
+absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const JailSpec& spec,
+                                   const std::string& log_path) {
+  if (argv.empty() || argv[0].empty() || argv[0][0] != '/') {
+    return absl::InvalidArgumentError("a jailed program is named by its absolute path");
+  }
+  const bool root = geteuid() == 0;
+  const bool user_ns = !spec.uid_map.empty();
+  if (!root && !user_ns) {
+    return absl::FailedPreconditionError(
+        "an ordinary user's jail needs a user namespace (an id map)");
+  }
+  const std::vector<JailStep> plan = BuildJailPlan(spec, user_ns);
+  const std::string uid_map = MapText(spec.uid_map), gid_map = MapText(spec.gid_map);
+  std::vector<int> drop;
+  for (int c = 0; c <= LastCap(); ++c) {
+    bool keep = false;
+    for (int k : spec.keep_caps) keep = keep || k == c;
+    if (!keep) drop.push_back(c);
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char path_env[] = "PATH=/usr/bin:/bin";
+  char* envp[] = {path_env, nullptr};
+
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log_fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot open ", log_path, ": ", strerror(errno)));
+  }
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int report[2], sync[2];
+  if (devnull < 0 || pipe2(report, O_CLOEXEC) != 0) {
+    close(log_fd);
+    if (devnull >= 0) close(devnull);
+    return absl::InternalError("pipe failed");
+  }
+  if (pipe2(sync, O_CLOEXEC) != 0) {
+    close(log_fd);
+    close(devnull);
+    close(report[0]);
+    close(report[1]);
+    return absl::InternalError("pipe failed");
+  }
+  unsigned long flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
+                        CLONE_NEWCGROUP | (user_ns ? CLONE_NEWUSER : 0);
+  pid_t child = fork();
+  if (child == 0) {
+    setsid();
+    for (size_t i = 0; i < spec.cgroup_procs.size(); ++i) {
+      if (!WriteProcFile(spec.cgroup_procs[i].c_str(), "0")) {
+        Send(report[1], kFailed, kStepCgroup, errno, static_cast<int32_t>(i));
+        _exit(1);
+      }
+    }
+    long gc = syscall(SYS_clone, flags | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+    if (gc < 0) {
+      Send(report[1], kFailed, kStepClone, errno, 0);
+      _exit(1);
+    }
+    if (gc == 0) {
+      // The jail: pid 1 of its own namespace.
+      close(sync[1]);
+      if (user_ns && root) {
+        char go = 0;
+        if (read(sync[0], &go, 1) != 1) _exit(1);  // the parent reported why
+      } else if (user_ns) {
+        // An ordinary user maps only its own ids, and only from inside (the
+        // parent side of a process that changed ids cannot open the maps);
+        // a process that changed its ids is not dumpable, and its /proc
+        // files are root's until it is again.
+        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        if (!WriteProcFile("/proc/self/setgroups", "deny") ||
+            !WriteProcFile("/proc/self/uid_map", uid_map) ||
+            !WriteProcFile("/proc/self/gid_map", gid_map)) {
+          Send(report[1], kFailed, kStepMaps, errno, 0);
+          _exit(1);
+        }
+      }
+      for (size_t i = 0; i < plan.size(); ++i) {
+        if (!RunStep(plan[i], spec.uid, spec.gid)) {
+          Send(report[1], kFailed, static_cast<int32_t>(i), errno, 0);
+          _exit(1);
+        }
+      }
+      prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+      for (int c : drop) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
+      // An ordinary user's map denies setgroups: its groups stay as they are.
+      bool ids_ok = (!root || setgroups(0, nullptr) == 0) &&
+                    setresgid(spec.gid, spec.gid, spec.gid) == 0 &&
+                    setresuid(spec.uid, spec.uid, spec.uid) == 0 &&
+                    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
+      if (!ids_ok) {
+        Send(report[1], kFailed, kStepIds, errno, 0);
+        _exit(1);
+      }
+      dup2(devnull, 0);
+      dup2(log_fd, 1);
+      dup2(log_fd, 2);
+      if (report[1] != 3) dup2(report[1], 3);
+      fcntl(3, F_SETFD, FD_CLOEXEC);
+      syscall(SYS_close_range, 4u, ~0u, 0u);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
+      execve(args[0], args.data(), envp);
+      Send(3, kFailed, kStepExec, errno, 0);
+      _exit(127);
+    }
+    if (user_ns && root) {
+      char path[64];
+      bool ok = true;
+      ProcPath(path, static_cast<pid_t>(gc), "uid_map");
+      ok = ok && WriteProcFile(path, uid_map);
+      ProcPath(path, static_cast<pid_t>(gc), "gid_map");
+      ok = ok && WriteProcFile(path, gid_map);
+      if (!ok) {
+        Send(report[1], kFailed, kStepMaps, errno, 0);
+        kill(static_cast<pid_t>(gc), SIGKILL);
+        _exit(1);
+      }
+      if (write(sync[1], "x", 1) != 1) {
+        Send(report[1], kFailed, kStepSync, errno, 0);
+        kill(static_cast<pid_t>(gc), SIGKILL);
+        _exit(1);
+      }
+    }
+    Send(report[1], kPid, 0, 0, static_cast<int32_t>(gc));
+    _exit(0);
+  }
+  close(log_fd);
+  close(devnull);
+  close(report[1]);
+  close(sync[0]);
+  close(sync[1]);
+  if (child < 0) {
+    close(report[0]);
+    return absl::InternalError(absl::StrCat("fork failed: ", strerror(errno)));
+  }
+  int status;
+  waitpid(child, &status, 0);
+  pid_t pid = 0;
+  Report failed{0, 0, 0, 0};
+  Report r;
+  while (read(report[0], &r, sizeof(r)) == sizeof(r)) {
+    if (r.kind == kPid) pid = r.pid;
+    if (r.kind == kFailed && failed.kind == 0) failed = r;
+  }
+  close(report[0]);
+  if (failed.kind == 0 && pid > 0) return pid;
+  if (pid > 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, WNOHANG);
+  }
+  std::string step;
+  switch (failed.step) {
+    case kStepCgroup:
+      step = absl::StrCat("join cgroup ", failed.pid < static_cast<int32_t>(spec.cgroup_procs.size())
+                                              ? spec.cgroup_procs[failed.pid]
+                                              : "?");
+      break;
+    case kStepClone:
+      step = "create the jail's namespaces";
+      break;
+    case kStepMaps:
+      step = absl::StrCat("write the user namespace's id maps (", absl::StripTrailingAsciiWhitespace(uid_map), ")");
+      break;
+    case kStepIds:
+      step = absl::StrCat("drop to uid ", spec.uid, " gid ", spec.gid);
+      break;
+    case kStepExec:
+      step = absl::StrCat("exec ", argv[0]);
+      break;
+    case kStepSync:
+      step = "start the jail";
+      break;
+    default:
+      step = failed.step >= 0 && failed.step < static_cast<int32_t>(plan.size())
+                 ? plan[failed.step].Describe()
+                 : "start the jail";
+  }
+  if (failed.kind == 0) return absl::InternalError("the jail did not start (no report)");
+  return absl::InternalError(
+      absl::StrCat("cannot start ", argv[0], " jailed: ", step, ": ", strerror(failed.err)));
+}
+
+}  // namespace airlock::vmmd
