@@ -72,6 +72,12 @@ try:
     argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[:-1]
     argv = [a.decode() for a in argv]
     sbdir = f"{tmp}/state/sandboxes/warmup"
+    # A jailed QEMU sees its kernel and initramfs at /vm/ (vmmd/qemu_backend.h).
+    images = os.environ.get("AIRLOCK_IMAGE_DIR", os.path.expanduser("~/.cache/airlock/images"))
+    kernel = f"{images}/kernel/vmlinux"
+    if not os.path.exists(kernel):
+        kernel = f"{images}/kernel/vmlinuz"
+    initrd = f"{images}/initramfs/initramfs.cpio"
     base = f"{tmp}/bare"
     os.makedirs(base)
     bare = []
@@ -86,7 +92,9 @@ try:
         console = f"{base}/console{i}.log"
         a = [x.replace(f"{sbdir}/disk.qcow2", disk)
               .replace(f"{sbdir}/console.log", console)
-              .replace(f"{tmp}/run/vms/warmup.sock", f"{base}/agent{i}.sock") for x in argv]
+              .replace(f"{tmp}/run/vms/warmup/agent.sock", f"{base}/agent{i}.sock")
+              .replace(f"{tmp}/run/vms/warmup/egress.sock", f"{base}/egress{i}.sock")
+              .replace("/vm/kernel", kernel).replace("/vm/initrd", initrd) for x in argv]
         t0 = time.monotonic()
         p = subprocess.Popen(a, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while True:

@@ -175,6 +175,9 @@ nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
                                                         sb.spec().labels().end())},
           {"timeout_seconds", sb.spec().timeout_seconds()},
           {"expires_at", sb.expires_at()},
+          {"jail_uid", sb.jail_uid()},
+          {"host_memory_bytes", sb.host_memory_bytes()},
+          {"host_memory_limit_bytes", sb.host_memory_limit_bytes()},
           {"kit_skipped",
            std::vector<std::string>(sb.kit_skipped().begin(), sb.kit_skipped().end())}};
 }

@@ -176,7 +176,8 @@ TEST_F(SandboxE2ETest, DiskSurvivesStopAndStartAndRmLeavesNothing) {
   EXPECT_TRUE(Sandbox("keep").is_null());
   EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/state/sandboxes/keep/").empty());
   EXPECT_NE(access((dir_.path() + "/state/sandboxes/keep").c_str(), F_OK), 0);
-  EXPECT_NE(access((dir_.path() + "/run/vms/keep.sock").c_str(), F_OK), 0);
+  EXPECT_NE(access((dir_.path() + "/run/vms/keep").c_str(), F_OK), 0) << "its sockets";
+  EXPECT_NE(access((dir_.path() + "/run/jail/keep").c_str(), F_OK), 0) << "its jail";
 }
 
 TEST_F(SandboxE2ETest, BadNamesAndSizesAreRefusedAndChangeNothing) {

@@ -53,6 +53,14 @@ struct VmConfig {
   // The docker disk (raw, ext4) attached with serial kDockerDiskSerial;
   // empty without Docker. Its modules are loaded at boot (airlock.docker=1).
   std::string docker_disk;
+  // The jail (jail.h): the host uid and gid QEMU runs as, 0 for none (vmmd
+  // started with --jail=false); the empty directory its root is made on;
+  // the cgroup.procs files it joins; the directory of its sockets (agent,
+  // egress, virtiofs), which only that uid may use.
+  uint32_t jail_uid = 0;
+  std::string jail_root;
+  std::vector<std::string> cgroup_procs;
+  std::string socket_dir;
 };
 
 // Hypervisor starts VMs as processes that outlive vmmd (so a restarted vmmd

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -167,6 +168,23 @@ std::string JailStep::Describe() const {
   return "?";
 }
 
+uint32_t PickJailBase(uint32_t first, const std::vector<uint32_t>& used) {
+  for (uint32_t slot = 0; slot < kJailSlots; ++slot) {
+    uint64_t base = static_cast<uint64_t>(first) + static_cast<uint64_t>(slot) * kJailIdsPerSandbox;
+    if (base + kJailIdsPerSandbox > UINT32_MAX) return 0;
+    if (std::find(used.begin(), used.end(), static_cast<uint32_t>(base)) == used.end()) {
+      return static_cast<uint32_t>(base);
+    }
+  }
+  return 0;
+}
+
+std::vector<IdRange> ShareIdMap(uint32_t base, uint32_t owner) {
+  return {{0, base, kGuestUserId},
+          {kGuestUserId, owner, 1},
+          {kGuestUserId + 1, base + kGuestUserId + 1, kJailIdsPerSandbox - kGuestUserId - 1}};
+}
+
 std::vector<JailMount> SystemMounts() {
   std::vector<JailMount> out;
   for (const char* p : {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
@@ -184,7 +202,7 @@ std::vector<JailStep> BuildJailPlan(const JailSpec& spec, bool user_ns) {
   // No nodev: the jail's own device nodes live here. The jail cannot make
   // more (it has no CAP_MKNOD).
   plan.push_back({JailStep::kMount, "tmpfs", root, "tmpfs", "mode=0755,size=1m", MS_NOSUID});
-  std::set<std::string> made;
+  std::set<std::string> made, mounted;
   auto parents = [&](const std::string& path) {
     for (size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1)) {
       std::string dir = path.substr(0, at);
@@ -192,11 +210,12 @@ std::vector<JailStep> BuildJailPlan(const JailSpec& spec, bool user_ns) {
     }
   };
   for (const JailMount& m : spec.mounts) {
-    if (m.path.empty() || m.path[0] != '/' || !made.insert(m.path).second) continue;
-    parents(m.path);
-    std::string target = root + m.path;
+    const std::string& inside = m.target.empty() ? m.path : m.target;
+    if (m.path.empty() || inside[0] != '/' || !mounted.insert(inside).second) continue;
+    parents(inside);
+    std::string target = root + inside;
     struct stat st;
-    bool top_level = m.path.find('/', 1) == std::string::npos;
+    bool top_level = m.target.empty() && m.path.find('/', 1) == std::string::npos;
     if (top_level && lstat(m.path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
       // Merged /usr: /lib is "usr/lib", kept as the same symlink.
       plan.push_back({JailStep::kSymlink, ReadLink(m.path), target});
@@ -261,13 +280,13 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
     return absl::InternalError(absl::StrCat("cannot open ", log_path, ": ", strerror(errno)));
   }
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int report[2], sync[2];
+  int report[2], sync[2], ready[2];
   if (devnull < 0 || pipe2(report, O_CLOEXEC) != 0) {
     close(log_fd);
     if (devnull >= 0) close(devnull);
     return absl::InternalError("pipe failed");
   }
-  if (pipe2(sync, O_CLOEXEC) != 0) {
+  if (pipe2(sync, O_CLOEXEC) != 0 || pipe2(ready, O_CLOEXEC) != 0) {
     close(log_fd);
     close(devnull);
     close(report[0]);
@@ -275,7 +294,7 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
     return absl::InternalError("pipe failed");
   }
   unsigned long flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
-                        CLONE_NEWCGROUP | (user_ns ? CLONE_NEWUSER : 0);
+                        CLONE_NEWCGROUP | (user_ns && !root ? CLONE_NEWUSER : 0);
   pid_t child = fork();
   if (child == 0) {
     setsid();
@@ -293,10 +312,8 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
     if (gc == 0) {
       // The jail: pid 1 of its own namespace.
       close(sync[1]);
-      if (user_ns && root) {
-        char go = 0;
-        if (read(sync[0], &go, 1) != 1) _exit(1);  // the parent reported why
-      } else if (user_ns) {
+      close(ready[0]);
+      if (user_ns && !root) {
         // An ordinary user maps only its own ids, and only from inside (the
         // parent side of a process that changed ids cannot open the maps);
         // a process that changed its ids is not dumpable, and its /proc
@@ -312,6 +329,22 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
       for (size_t i = 0; i < plan.size(); ++i) {
         if (!RunStep(plan[i], spec.uid, spec.gid)) {
           Send(report[1], kFailed, static_cast<int32_t>(i), errno, 0);
+          _exit(1);
+        }
+      }
+      if (user_ns && root) {
+        // Root builds the jail as host root (its root's owners are the
+        // host's), then enters the user namespace, whose maps the
+        // intermediate process writes (root may map any ids), and becomes
+        // the namespace's root: capabilities over the namespace only.
+        char go = 0;
+        if (unshare(CLONE_NEWUSER) != 0) {
+          Send(report[1], kFailed, kStepClone, errno, 0);
+          _exit(1);
+        }
+        if (write(ready[1], "r", 1) != 1 || read(sync[0], &go, 1) != 1) _exit(1);
+        if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0) {
+          Send(report[1], kFailed, kStepIds, errno, 0);
           _exit(1);
         }
       }
@@ -340,7 +373,9 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
       Send(3, kFailed, kStepExec, errno, 0);
       _exit(127);
     }
-    if (user_ns && root) {
+    close(ready[1]);
+    char unshared = 0;
+    if (user_ns && root && read(ready[0], &unshared, 1) == 1) {
       char path[64];
       bool ok = true;
       ProcPath(path, static_cast<pid_t>(gc), "uid_map");
@@ -366,6 +401,8 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
   close(report[1]);
   close(sync[0]);
   close(sync[1]);
+  close(ready[0]);
+  close(ready[1]);
   if (child < 0) {
     close(report[0]);
     return absl::InternalError(absl::StrCat("fork failed: ", strerror(errno)));

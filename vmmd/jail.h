@@ -24,10 +24,12 @@
 
 namespace airlock::vmmd {
 
-// JailMount is a host path bound at the same path inside the jail.
+// JailMount is a host path bound inside the jail: at the same path, or at
+// `target` when given.
 struct JailMount {
   std::string path;
   bool read_only = true;
+  std::string target;
 };
 
 // IdRange maps `count` ids from `inside` (in the jail's user namespace) to
@@ -63,6 +65,26 @@ struct JailSpec {
   // cgroup.procs files the jail joins before it starts.
   std::vector<std::string> cgroup_procs;
 };
+
+// The id pool. Each sandbox owns a block of kJailIdsPerSandbox host ids
+// from its base, never shared with another sandbox while it exists: its
+// QEMU runs as the base uid and gid, and the guest's ids seen through a
+// direct-mode share map into the block.
+inline constexpr uint32_t kJailIdsPerSandbox = 65536;
+// Above systemd's range for containers (524288-1878982655).
+inline constexpr uint32_t kDefaultJailIdBase = 0x70000000;
+inline constexpr uint32_t kJailSlots = 4096;
+// The guest user that acts as a share's owner (the image's first user).
+inline constexpr uint32_t kGuestUserId = 1000;
+
+// PickJailBase is the lowest block from `first` not in `used`, or 0 when
+// all kJailSlots are taken.
+uint32_t PickJailBase(uint32_t first, const std::vector<uint32_t>& used);
+
+// ShareIdMap maps a share's guest ids: kGuestUserId to `owner` (the owner
+// of the shared tree, so the guest user acts with the owner's permissions),
+// every other guest id to the sandbox's block from `base`.
+std::vector<IdRange> ShareIdMap(uint32_t base, uint32_t owner);
 
 // SystemMounts are what any dynamically linked program needs: /usr and the
 // merged-/usr top-level directories (as symlinks when the host has them so),

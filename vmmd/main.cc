@@ -2,6 +2,8 @@
 // guest agent channel. This file only reads options and wires objects.
 #include "common/daemon_runtime.h"
 #include "common/log.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/paths.h"
 #include "vmmd/image_catalog.h"
@@ -30,6 +32,11 @@ int main(int argc, char** argv) {
                         "the state dir's disk; the state dir is used when it lacks room); "
                         "empty: always the state dir", "/dev/shm"},
       {"insecure-registries", "comma-separated host:port list pulled over plain HTTP", ""},
+      {"jail", "run each sandbox's QEMU and virtiofsd jailed: a uid block of its own, no "
+               "capabilities, own namespaces and root, a cgroup with limits (false: as vmmd, "
+               "for debugging only)", "true"},
+      {"jail-id-base", "first host uid/gid of the jails' pool (blocks of 65536 per sandbox)",
+       "1879048192"},
   };
   return airlock::DaemonMain("vmmd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
     const airlock::DaemonConfig& c = rt.config();
@@ -38,6 +45,21 @@ int main(int argc, char** argv) {
       return absl::InvalidArgumentError("--accel must be auto, kvm or tcg");
     }
     airlock::vmmd::ManagerOptions mo;
+    const std::string& jail = c.options.at("jail");
+    if (jail != "true" && jail != "false") {
+      return absl::InvalidArgumentError("--jail must be true or false");
+    }
+    mo.jail = jail == "true";
+    uint64_t id_base = 0;
+    if (!absl::SimpleAtoi(c.options.at("jail-id-base"), &id_base) || id_base < 65536 ||
+        id_base + uint64_t{airlock::vmmd::kJailIdsPerSandbox} * airlock::vmmd::kJailSlots >
+            UINT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--jail-id-base must be a uid from 65536 up, with room for ",
+          airlock::vmmd::kJailSlots, " blocks of ", airlock::vmmd::kJailIdsPerSandbox,
+          " ids below 2^32"));
+    }
+    mo.jail_id_base = static_cast<uint32_t>(id_base);
     mo.state_dir = c.state_dir;
     mo.runtime_dir = c.runtime_dir;
     mo.image_dir = c.options.at("image-dir");

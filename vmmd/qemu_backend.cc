@@ -1,6 +1,8 @@
 #include "vmmd/qemu_backend.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/klog.h>
 #include <unistd.h>
@@ -32,8 +34,93 @@ uint64_t MhzAfter(const std::string& text, const std::string& key) {
   return static_cast<uint64_t>(std::llround(mhz * 1000));
 }
 
+uint32_t BigEndian(const unsigned char* p, int n) {
+  uint32_t v = 0;
+  for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
 }  // namespace
 
+absl::StatusOr<std::vector<std::string>> QcowBackingChain(const std::string& path) {
+  std::vector<std::string> chain;
+  std::string at = path;
+  for (int depth = 0; depth < 16; ++depth) {
+    int fd = open(at.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", at, ": ", strerror(errno)));
+    unsigned char h[20];
+    ssize_t n = pread(fd, h, sizeof(h), 0);
+    if (n != sizeof(h) || memcmp(h, "QFI\xfb", 4) != 0) {
+      close(fd);
+      return chain;  // raw (or not qcow2): the end of the chain
+    }
+    uint64_t offset = (static_cast<uint64_t>(BigEndian(h + 8, 4)) << 32) | BigEndian(h + 12, 4);
+    uint32_t size = BigEndian(h + 16, 4);
+    if (offset == 0 || size == 0) {
+      close(fd);
+      return chain;
+    }
+    if (size > 1023) {
+      close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(at, ": backing file name too long"));
+    }
+    std::string name(size, '\0');
+    ssize_t got = pread(fd, name.data(), size, static_cast<off_t>(offset));
+    close(fd);
+    if (got != static_cast<ssize_t>(size)) {
+      return absl::InvalidArgumentError(absl::StrCat(at, ": truncated qcow2 header"));
+    }
+    if (name[0] != '/') name = at.substr(0, at.rfind('/') + 1) + name;
+    chain.push_back(name);
+    at = name;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(path, ": backing chain deeper than 16"));
+}
+
+std::string FindProgram(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return name;
+}
+
+absl::StatusOr<JailSpec> QemuJail(const VmConfig& c) {
+  JailSpec spec;
+  spec.root = c.jail_root;
+  spec.hostname = absl::StrCat("airlock-", c.name);
+  spec.cgroup_procs = c.cgroup_procs;
+  if (geteuid() == 0) {
+    spec.uid = c.jail_uid;
+    spec.gid = c.jail_uid;
+  } else {
+    // An ordinary user's QEMU keeps that user's ids (and its kvm group).
+    spec.uid = geteuid();
+    spec.gid = getegid();
+    spec.uid_map = {{spec.uid, spec.uid, 1}};
+    spec.gid_map = {{spec.gid, spec.gid, 1}};
+  }
+  spec.mounts = SystemMounts();
+  // The kernel and initramfs at fixed places: nothing of the image
+  // directory's own path (often under a home) shows inside.
+  spec.mounts.push_back({c.kernel, true, kJailKernel});
+  spec.mounts.push_back({c.initrd, true, kJailInitrd});
+  auto chain = QcowBackingChain(c.disk);
+  if (!chain.ok()) return chain.status();
+  for (const std::string& b : *chain) spec.mounts.push_back({b, true});
+  spec.mounts.push_back({c.disk, false});
+  if (!c.docker_disk.empty()) spec.mounts.push_back({c.docker_disk, false});
+  spec.mounts.push_back({c.console_log, false});
+  spec.mounts.push_back({c.socket_dir, false});
+  for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
+    spec.devices.push_back({dev, false});
+  }
+  if (c.accelerator == "kvm") spec.devices.push_back({"/dev/kvm", true});
+  return spec;
+}
+ 
 uint64_t HostTscKhz() {
   uint64_t khz = 0;
   if (absl::SimpleAtoi(absl::StripAsciiWhitespace(
@@ -84,7 +171,9 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       qemu_,
       "-name", absl::StrCat("airlock-", c.name),
       "-M", "microvm",
-      "-accel", kvm ? "kvm" : "tcg",
+      // TCG's translation cache is bounded (QEMU's default is 1 GiB), so the
+      // VM's memory is its guest size plus a known overhead.
+      "-accel", kvm ? "kvm" : absl::StrCat("tcg,tb-size=", kTcgCacheMib),
       "-cpu", kvm ? "host" : "max",
       "-smp", absl::StrCat(c.cpus),
       "-m", absl::StrCat(c.memory_mib, "M"),
@@ -136,7 +225,15 @@ std::string QemuBackend::Marker(const VmConfig& c) const {
 }
 
 absl::StatusOr<pid_t> QemuBackend::Launch(const VmConfig& c) {
-  return SpawnDetached(Args(c), c.vmm_log);
+  if (c.jail_uid == 0) return SpawnDetached(Args(c), c.vmm_log);
+  auto spec = QemuJail(c);
+  if (!spec.ok()) return spec.status();
+  VmConfig inside = c;
+  inside.kernel = kJailKernel;
+  inside.initrd = kJailInitrd;
+  std::vector<std::string> args = Args(inside);
+  args[0] = FindProgram(args[0]);
+  return LaunchJailed(args, *spec, c.vmm_log);
 }
 
 std::pair<std::string, std::string> QemuBackend::ProbeAccelerator(const std::string& kernel,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "vmmd/hypervisor.h"
+#include "vmmd/jail.h"
 
 namespace airlock::vmmd {
 
@@ -22,6 +23,34 @@ uint64_t HostTscKhz();
 // With `docker` it loads the Docker Engine's modules too.
 std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
                           bool ensure_agent_user = false, bool docker = false);
+
+// TCG's translation cache, MiB.
+inline constexpr uint64_t kTcgCacheMib = 256;
+
+// VmMemoryLimitMib is the host memory a VM of `config` may use: its guest
+// size, TCG's translation cache, and QEMU's own (devices, buffers, the
+// I/O thread's allocations).
+inline uint64_t VmMemoryLimitMib(const VmConfig& config) {
+  return config.memory_mib + (config.accelerator == "kvm" ? 0 : kTcgCacheMib) + 384;
+}
+
+// QcowBackingChain lists the backing files of the qcow2 image at `path`,
+// nearest first, each an absolute path (a relative one is resolved against
+// the image's directory).
+absl::StatusOr<std::vector<std::string>> QcowBackingChain(const std::string& path);
+
+// QemuJail is the jail of `config`'s QEMU: the kernel, initramfs and the
+// root disk's backing chain read-only, the root disk, docker disk and
+// console log writable, the socket directory, /dev/null, /dev/urandom and
+// friends, /dev/kvm (a node of the jail's uid alone) with KVM, and the
+// sandbox's cgroup. vmmd as an ordinary user maps its own ids instead.
+absl::StatusOr<JailSpec> QemuJail(const VmConfig& config);
+// Where the jail shows the kernel and initramfs.
+inline constexpr char kJailKernel[] = "/vm/kernel";
+inline constexpr char kJailInitrd[] = "/vm/initrd";
+
+// FindProgram is `name` resolved against PATH (unchanged when it has a '/').
+std::string FindProgram(const std::string& name);
 
 class QemuBackend final : public Hypervisor {
  public:

@@ -32,7 +32,7 @@ TEST(QemuBackendTest, MicrovmWithoutNetworkAndWithAgentChannel) {
   QemuBackend q("qemu-system-x86_64");
   auto args = q.Args(Config());
   EXPECT_EQ(After(args, "-M"), "microvm");
-  EXPECT_EQ(After(args, "-accel"), "tcg");
+  EXPECT_EQ(After(args, "-accel"), "tcg,tb-size=256");
   EXPECT_EQ(After(args, "-smp"), "2");
   EXPECT_EQ(After(args, "-m"), "1024M");
   EXPECT_NE(std::find(args.begin(), args.end(), "-nodefaults"), args.end());

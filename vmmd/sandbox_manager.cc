@@ -118,7 +118,11 @@ SandboxManager::SandboxManager(ManagerOptions options, SandboxStore* store,
       store_(store),
       images_(images),
       hypervisor_(std::move(hypervisor)),
-      host_(host) {}
+      host_(host),
+      jails_(JailOptions{options_.jail, options_.jail_id_base, options_.runtime_dir,
+                         InstanceName(options_.state_dir)}) {
+  AIRLOCK_LOG_INFO(jails_.Describe(), {});
+}
 
 SandboxManager::~SandboxManager() {
   stopping_ = true;
@@ -140,10 +144,12 @@ VmConfig SandboxManager::ConfigFor(const vmm::Sandbox& sb) const {
   c.cpus = sb.cpus();
   c.memory_mib = sb.memory_mib();
   c.accelerator = sb.accelerator();
-  c.agent_socket = absl::StrCat(options_.runtime_dir, "/vms/", c.name, ".sock");
-  // '@' cannot appear in a sandbox name, so no name's agent socket is
-  // another's egress socket.
-  c.egress_socket = absl::StrCat(options_.runtime_dir, "/vms/", c.name, "@egress.sock");
+  // Each sandbox's sockets are in a directory of its own, which only its
+  // jail's uid (and root) can enter.
+  c.socket_dir = jails_.SocketDir(c.name);
+  c.agent_socket = c.socket_dir + "/agent.sock";
+  c.egress_socket = c.socket_dir + "/egress.sock";
+  c.jail_uid = jails_.enabled() ? sb.jail_uid() : 0;
   c.console_log = c.dir + "/console.log";
   c.vmm_log = c.dir + "/vmm.log";
   for (const Share& s : SharesOf(sb)) c.shares.push_back({s.tag, s.socket});
@@ -157,7 +163,7 @@ std::vector<Share> SandboxManager::SharesOf(const vmm::Sandbox& sb) const {
   for (int i = 0; i < sb.spec().mounts_size(); ++i) {
     Share s;
     s.tag = absl::StrCat("airlock", i);
-    s.socket = absl::StrCat(options_.runtime_dir, "/vms/", sb.spec().name(), ".fs", i, ".sock");
+    s.socket = absl::StrCat(jails_.SocketDir(sb.spec().name()), "/fs", i, ".sock");
     s.mount = sb.spec().mounts(i);
     s.guest_path = s.mount.guest_path().empty() ? s.mount.host_path() : s.mount.guest_path();
     struct stat st;
@@ -650,20 +656,28 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     (void)Update(name, "choosing accelerator", [](vmm::Sandbox&) {});
     std::string accel = Accelerator();
     sb.set_accelerator(accel);
+    if (absl::Status s = AssignJail(name, sb); !s.ok()) return s;
     VmConfig config = ConfigFor(sb);
     config.kernel = images->kernel;
     config.initrd = images->initrd;
-    if (absl::Status s = MakeDirs(options_.runtime_dir + "/vms", 0700); !s.ok()) return s;
-    unlink(config.agent_socket.c_str());
-    unlink(config.egress_socket.c_str());
     // The previous boot's console is kept beside the new one.
     rename(config.console_log.c_str(), (config.console_log + ".1").c_str());
+    if (absl::Status s = MakeDirs(config.socket_dir, 0700); !s.ok()) return s;
+    if (config.jail_uid != 0) {
+      if (absl::Status s = jails_.Prepare(config); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("cannot prepare the jail: ", s.message()));
+      }
+    }
+    unlink(config.agent_socket.c_str());
+    unlink(config.egress_socket.c_str());
     unlink(config.vmm_log.c_str());
     std::vector<Share> shares = SharesOf(sb);
     for (size_t i = 0; i < shares.size(); ++i) {
       const Share& share = shares[i];
       for (pid_t old : ProcessesMatching("--socket-path=" + share.socket)) kill(old, SIGKILL);
-      auto fsd = StartShare(share, absl::StrCat(config.dir, "/shares/", i),
+      ShareJail jail = jails_.ForShare(config, i);
+      auto fsd = StartShare(share, config.jail_uid != 0 ? &jail : nullptr,
+                            absl::StrCat(config.dir, "/shares/", i),
                             absl::StrCat(config.dir, "/virtiofsd", i, ".log"));
       if (!fsd.ok()) return fsd.status();
     }
@@ -1045,6 +1059,9 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
   VmConfig config = ConfigFor(sb);
   unlink(config.agent_socket.c_str());
   unlink(config.egress_socket.c_str());
+  // The jail goes with the VM: its roots, sockets and cgroup; its ids go
+  // back to the pool with the record.
+  jails_.Teardown(name);
   if (!RemoveTree(SandboxDir(name))) {
     End(name);
     return absl::InternalError(absl::StrCat("cannot remove ", SandboxDir(name)));
@@ -1081,14 +1098,46 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Get(const std::string& name) {
   if (it == records_.end()) {
     return absl::NotFoundError(absl::StrCat("no sandbox named \"", name, "\" (see `airlock ls`)"));
   }
-  return it->second.sb;
+  vmm::Sandbox sb = it->second.sb;
+  WithHostMemory(sb);
+  return sb;
 }
 
 std::vector<vmm::Sandbox> SandboxManager::List() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<vmm::Sandbox> out;
-  for (const auto& [name, r] : records_) out.push_back(r.sb);
+  for (const auto& [name, r] : records_) {
+    out.push_back(r.sb);
+    WithHostMemory(out.back());
+  }
   return out;
+}
+
+void SandboxManager::WithHostMemory(vmm::Sandbox& sb) const {
+  if (sb.vmm_pid() == 0) return;
+  if (auto usage = jails_.Usage(sb.spec().name())) {
+    sb.set_host_memory_bytes(usage->memory_bytes);
+    sb.set_host_memory_limit_bytes(usage->memory_limit_bytes);
+  }
+}
+
+absl::Status SandboxManager::AssignJail(const std::string& name, vmm::Sandbox& sb) {
+  if (!jails_.enabled()) return absl::OkStatus();
+  uint32_t base = 0;
+  {
+    // Picked and taken under one lock: two boots never get one block.
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<uint32_t> used;
+    for (const auto& [other, r] : records_) {
+      if (other != name && r.sb.jail_uid() != 0) used.push_back(r.sb.jail_uid());
+    }
+    auto assigned = jails_.Assign(records_[name].sb.jail_uid(), used);
+    if (!assigned.ok()) return assigned.status();
+    base = *assigned;
+    records_[name].sb.set_jail_uid(base);
+  }
+  sb.set_jail_uid(base);
+  return Update(name, "", [&](vmm::Sandbox& s) { s.set_jail_uid(base); });
 }
 
 absl::Status SandboxManager::Watch(

@@ -22,6 +22,7 @@
 #include "protos/vmm/v1/vmm.pb.h"
 #include "common/agent_link.h"
 #include "vmmd/hypervisor.h"
+#include "vmmd/sandbox_jails.h"
 #include "vmmd/image_catalog.h"
 #include "vmmd/port_forwarder.h"
 #include "vmmd/shares.h"
@@ -46,6 +47,9 @@ struct ManagerOptions {
   std::string secretsd_socket;
   // policyd's Unix socket: kits are resolved and gated there.
   std::string policyd_socket;
+  // The jails of QEMU and virtiofsd (sandbox_jails.h).
+  bool jail = true;
+  uint32_t jail_id_base = kDefaultJailIdBase;
 };
 
 // DaemonCallError is the error vmmd reports for a call to another daemon:
@@ -265,11 +269,17 @@ class SandboxManager {
   // startup hooks.
   absl::Status ApplyKitsAtBoot(const std::string& name, std::shared_ptr<grpc::Channel> agent);
 
+  // WithHostMemory fills `sb`'s host memory figures from its cgroup.
+  void WithHostMemory(airlock::vmm::v1::Sandbox& sb) const;
+  // AssignJail gives `name` its jail id block (kept until rm) and records it.
+  absl::Status AssignJail(const std::string& name, airlock::vmm::v1::Sandbox& sb);
+
   ManagerOptions options_;
   SandboxStore* store_;
   ImageCatalog* images_;
   std::unique_ptr<Hypervisor> hypervisor_;
   HostFacts host_;
+  SandboxJails jails_;
 
   std::mutex mu_;
   std::condition_variable changed_;

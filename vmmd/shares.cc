@@ -1,6 +1,7 @@
 #include "vmmd/shares.h"
 
 #include <limits.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -78,8 +79,48 @@ std::vector<std::string> VirtiofsdCommand(const Share& s, const std::string& sta
   return argv;
 }
 
-absl::StatusOr<pid_t> StartShare(const Share& share, const std::string& stage_dir,
-                                 const std::string& log_path) {
+std::pair<JailSpec, std::vector<std::string>> VirtiofsdJail(const Share& s,
+                                                            const ShareJail& jail,
+                                                            const std::string& virtiofsd) {
+  const std::string& src = s.mount.host_path();
+  struct stat st;
+  uid_t owner = 0;
+  gid_t group = 0;
+  if (stat(src.c_str(), &st) == 0) {
+    owner = st.st_uid;
+    group = st.st_gid;
+  }
+  JailSpec spec;
+  spec.root = jail.root;
+  spec.hostname = "airlock-fs";
+  spec.uid = 0;  // root of its own user namespace: the sandbox's base id on the host
+  spec.gid = 0;
+  spec.uid_map = ShareIdMap(jail.base, owner);
+  spec.gid_map = ShareIdMap(jail.base, group);
+  spec.mounts = SystemMounts();
+  spec.mounts.push_back({jail.socket_dir, false});
+  spec.mounts.push_back({jail.lock_dir, false, "/var/run/virtiofsd"});
+  std::string source = src;
+  if (s.file) {
+    // virtiofsd exports a directory: the file alone, in the jail's /share.
+    source = "/share";
+    spec.mounts.push_back({src, true, "/share/" + src.substr(src.rfind('/') + 1)});
+  } else {
+    spec.mounts.push_back({src, s.mount.read_only()});
+  }
+  spec.devices = {{"/dev/null", false}};
+  // What virtiofsd keeps for itself (its own namespaces and pivot, acting
+  // as the guest's ids), all of them over its user namespace only.
+  spec.keep_caps = {CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER,    CAP_FSETID, CAP_SETGID,
+                    CAP_SETUID, CAP_SETPCAP,      CAP_SYS_ADMIN, CAP_MKNOD,  CAP_SETFCAP};
+  spec.cgroup_procs = jail.cgroup_procs;
+  std::vector<std::string> argv = {virtiofsd, "--socket-path=" + s.socket, "-o", "cache=auto",
+                                   "-o", "sandbox=namespace", "-o", "source=" + source};
+  return {spec, argv};
+}
+
+absl::StatusOr<pid_t> StartShare(const Share& share, const ShareJail* jail,
+                                 const std::string& stage_dir, const std::string& log_path) {
   if (geteuid() != 0) {
     return absl::FailedPreconditionError(
         "sharing host paths needs vmmd to run as root (virtiofsd sets up a mount namespace)");
@@ -89,10 +130,16 @@ absl::StatusOr<pid_t> StartShare(const Share& share, const std::string& stage_di
         absl::StrCat(kVirtiofsd, " is missing; install qemu-system-common (tools/install_deps.sh)"));
   }
   unlink(share.socket.c_str());
-  if (share.file) {
-    if (absl::Status s = MakeDirs(stage_dir, 0700); !s.ok()) return s;
+  absl::StatusOr<pid_t> pid;
+  if (jail != nullptr) {
+    auto [spec, argv] = VirtiofsdJail(share, *jail, kVirtiofsd);
+    pid = LaunchJailed(argv, spec, log_path);
+  } else {
+    if (share.file) {
+      if (absl::Status s = MakeDirs(stage_dir, 0700); !s.ok()) return s;
+    }
+    pid = SpawnDetached(VirtiofsdCommand(share, stage_dir, kVirtiofsd), log_path);
   }
-  auto pid = SpawnDetached(VirtiofsdCommand(share, stage_dir, kVirtiofsd), log_path);
   if (!pid.ok()) return pid.status();
   struct stat st;
   for (int i = 0; i < 500; ++i) {

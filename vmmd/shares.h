@@ -10,10 +10,12 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "protos/vmm/v1/vmm.pb.h"
+#include "vmmd/jail.h"
 
 namespace airlock::vmmd {
 
@@ -30,15 +32,35 @@ struct Share {
   bool file = false;
 };
 
+// ShareJail is where a sandbox's virtiofsd runs (jail.h): in a user
+// namespace whose ids are ShareIdMap(base, owner of the shared tree), so
+// it acts on the tree with the owner's permissions (and the sandbox's own
+// block of ids), and no host capability; its root holds /usr, the socket
+// directory and the shared tree (a single file under /share), nothing else.
+struct ShareJail {
+  uint32_t base = 0;
+  std::string root;  // an empty directory
+  std::string socket_dir;
+  // virtiofsd's lock directory, its /var/run/virtiofsd (owned by the base id).
+  std::string lock_dir;
+  std::vector<std::string> cgroup_procs;
+};
+
+// VirtiofsdJail is the jail and argv of `share`'s virtiofsd.
+std::pair<JailSpec, std::vector<std::string>> VirtiofsdJail(const Share& share,
+                                                            const ShareJail& jail,
+                                                            const std::string& virtiofsd);
+
 // VirtiofsdCommand is the argv that exports `share` (wrapped in unshare for
 // read-only and single-file exports; `stage_dir` holds the file's stand-in).
 std::vector<std::string> VirtiofsdCommand(const Share& share, const std::string& stage_dir,
                                           const std::string& virtiofsd);
 
 // StartShare launches virtiofsd for `share` (detached, so it outlives vmmd
-// like the VM it serves) and waits until its socket exists.
-absl::StatusOr<pid_t> StartShare(const Share& share, const std::string& stage_dir,
-                                 const std::string& log_path);
+// like the VM it serves), jailed when `jail` is given, and waits until its
+// socket exists.
+absl::StatusOr<pid_t> StartShare(const Share& share, const ShareJail* jail,
+                                 const std::string& stage_dir, const std::string& log_path);
 
 }  // namespace airlock::vmmd
 
