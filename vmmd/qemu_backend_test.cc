@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/subprocess.h"
+#include "common/testing/harness.h"
 #include "gtest/gtest.h"
 
 namespace airlock::vmmd {
@@ -109,6 +111,59 @@ TEST(KernelCmdlineTest, CarriesTscAndName) {
 TEST(HostTscTest, ReadsAValueOnThisHost) {
   // Every x86 Linux host shows a TSC or CPU frequency somewhere.
   EXPECT_GT(HostTscKhz(), 100000u);
+}
+
+TEST(QemuJailTest, BindsTheDiskChainReadOnlyAndItsOwnFilesWritable) {
+  airlock::testing::ShortTempDir d;
+  const std::string& p = d.path();
+  ASSERT_EQ(RunCommand({"qemu-img", "create", "-q", "-f", "raw", p + "/base.raw", "1M"}).exit_code, 0);
+  ASSERT_EQ(RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", "-b", p + "/base.raw", "-F",
+                        "raw", p + "/mid.qcow2"}).exit_code, 0);
+  // A relative backing name is resolved against the image's directory.
+  ASSERT_EQ(RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", "-b", "mid.qcow2", "-F",
+                        "qcow2", p + "/top.qcow2"}).exit_code, 0);
+  auto chain = QcowBackingChain(p + "/top.qcow2");
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  EXPECT_EQ(*chain, (std::vector<std::string>{p + "/mid.qcow2", p + "/base.raw"}));
+  EXPECT_TRUE(QcowBackingChain(p + "/base.raw")->empty());
+  EXPECT_FALSE(QcowBackingChain(p + "/absent.qcow2").ok());
+
+  VmConfig c = Config();
+  c.disk = p + "/top.qcow2";
+  c.jail_uid = 1879048192;
+  c.jail_root = p + "/root";
+  c.socket_dir = "/run/airlock/vms/box1";
+  auto spec = QemuJail(c);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto mount = [&](const std::string& path) -> const JailMount* {
+    for (const auto& m : spec->mounts) {
+      if (m.path == path) return &m;
+    }
+    return nullptr;
+  };
+  ASSERT_NE(mount(p + "/mid.qcow2"), nullptr);
+  EXPECT_TRUE(mount(p + "/mid.qcow2")->read_only);
+  EXPECT_TRUE(mount(p + "/base.raw")->read_only);
+  EXPECT_FALSE(mount(p + "/top.qcow2")->read_only);
+  EXPECT_FALSE(mount(c.console_log)->read_only);
+  EXPECT_FALSE(mount(c.socket_dir)->read_only);
+  EXPECT_EQ(mount(c.kernel)->target, kJailKernel);
+  EXPECT_EQ(mount(c.initrd)->target, kJailInitrd);
+  EXPECT_EQ(mount(c.dir), nullptr) << "the sandbox's directory holds more than QEMU needs";
+  EXPECT_EQ(spec->hostname, "airlock-box1");
+  EXPECT_TRUE(spec->keep_caps.empty());
+  for (const auto& dev : spec->devices) EXPECT_NE(dev.path, "/dev/kvm") << "TCG needs no KVM";
+  c.accelerator = "kvm";
+  bool kvm = false;
+  for (const auto& dev : QemuJail(c)->devices) kvm = kvm || (dev.path == "/dev/kvm" && dev.owned);
+  EXPECT_TRUE(kvm) << "KVM: a /dev/kvm node of the jail's uid alone";
+}
+
+TEST(QemuJailTest, MemoryLimitIsTheGuestPlusABoundedOverhead) {
+  VmConfig c = Config();
+  EXPECT_EQ(VmMemoryLimitMib(c), 1024u + kTcgCacheMib + 384);
+  c.accelerator = "kvm";
+  EXPECT_EQ(VmMemoryLimitMib(c), 1024u + 384);
 }
 
 }  // namespace

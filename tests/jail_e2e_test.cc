@@ -1,0 +1,254 @@
+// End-to-end tests of the jails of QEMU and virtiofsd, checked from the
+// host on real sandboxes: who they run as, what they can see, their
+// cgroup limits, a guest past its memory, and what rm leaves.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/fd_io.h"
+#include "common/subprocess.h"
+#include "common/testing/harness.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace airlock {
+namespace {
+
+std::string StatusField(pid_t pid, const std::string& key) {
+  std::string status = ReadFileToString(absl::StrCat("/proc/", pid, "/status"));
+  size_t at = status.find("\n" + key + ":");
+  if (at == std::string::npos) return "";
+  size_t start = status.find_first_not_of(" \t", at + key.size() + 2);
+  return status.substr(start, status.find('\n', start) - start);
+}
+
+std::string Link(const std::string& path) {
+  char buf[256];
+  ssize_t n = readlink(path.c_str(), buf, sizeof(buf));
+  return n > 0 ? std::string(buf, n) : "";
+}
+
+std::set<std::string> Entries(const std::string& dir) {
+  std::set<std::string> out;
+  for (absl::string_view e : absl::StrSplit(RunCommand({"ls", "-A", dir}).out, '\n', absl::SkipEmpty())) {
+    out.insert(std::string(e));
+  }
+  return out;
+}
+
+// MemoryCgroup is the directory of `pid`'s memory cgroup on the host (v1
+// hierarchy on hybrid hosts, else the unified one).
+std::string MemoryCgroup(pid_t pid) {
+  std::string v2;
+  for (absl::string_view line :
+       absl::StrSplit(ReadFileToString(absl::StrCat("/proc/", pid, "/cgroup")), '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (f.size() != 3) continue;
+    for (absl::string_view c : absl::StrSplit(f[1], ',')) {
+      if (c == "memory") return "/sys/fs/cgroup/memory" + f[2];
+    }
+    if (f[1].empty()) v2 = f[2];
+  }
+  return access(("/sys/fs/cgroup" + v2 + "/memory.max").c_str(), F_OK) == 0
+             ? "/sys/fs/cgroup" + v2
+             : "/sys/fs/cgroup/unified" + v2;
+}
+
+uint64_t Number(const std::string& path) {
+  uint64_t v = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFileToString(path)), &v)) << path;
+  return v;
+}
+
+uint64_t OomKills(const std::string& cg) {
+  for (const char* file : {"/memory.oom_control", "/memory.events"}) {
+    for (absl::string_view line : absl::StrSplit(ReadFileToString(cg + file), '\n')) {
+      uint64_t v = 0;
+      if (absl::ConsumePrefix(&line, "oom_kill ") && absl::SimpleAtoi(line, &v)) return v;
+    }
+  }
+  return 0;
+}
+
+class JailE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = testing::AirlockEnv(dir_.path());
+    for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
+  }
+  void TearDown() override {
+    Airlock({"rm", "-f", "--all"});
+    Airlock({"daemon", "stop"});
+    EXPECT_TRUE(testing::ProcessesNamed(dir_.path()).empty()) << "processes of this test left running";
+    for (pid_t p : testing::ProcessesNamed(dir_.path())) kill(p, SIGKILL);
+  }
+  CommandResult Airlock(const std::vector<std::string>& args) {
+    return testing::RunAirlock(env_, args, "");
+  }
+  nlohmann::json Sandbox(const std::string& name) {
+    for (const auto& sb : nlohmann::json::parse(Airlock({"ls", "--json"}).out)) {
+      if (sb["name"] == name) return sb;
+    }
+    return nullptr;
+  }
+  std::vector<pid_t> Virtiofsds(const std::string& name) {
+    return testing::ProcessesNamed(absl::StrCat("--socket-path=", dir_.path(), "/run/vms/", name, "/fs"));
+  }
+
+  testing::ShortTempDir dir_;
+  std::map<std::string, std::string> env_;
+};
+
+TEST_F(JailE2ETest, QemuAndVirtiofsdRunUnprivilegedAndSeeOnlyTheirOwnFiles) {
+  std::string ws = dir_.path() + "/ws";
+  ASSERT_EQ(mkdir(ws.c_str(), 0755), 0);
+  std::ofstream(ws + "/host.txt") << "from host\n";
+  // The share's owner: the guest's user acts as this uid on the host.
+  ASSERT_EQ(RunCommand({"chown", "-R", "1000:1000", ws}).exit_code, 0);
+  auto a = Airlock({"run", "--name", "ja", "-m", "1g", "shell", ws, "--", "sh", "-c",
+                    "echo agent > by-agent.txt; sudo sh -c 'echo root > by-root.txt'"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(Airlock({"create", "--name", "jb", "-m", "1g", "shell"}).exit_code, 0);
+  nlohmann::json ja = Sandbox("ja"), jb = Sandbox("jb");
+  pid_t pa = ja["pid"].get<pid_t>(), pb = jb["pid"].get<pid_t>();
+  ASSERT_GT(pa, 0);
+  ASSERT_GT(pb, 0);
+  uint32_t ua = ja["jail_uid"].get<uint32_t>(), ub = jb["jail_uid"].get<uint32_t>();
+
+  // Who QEMU is: a uid of its own (not root, not the user, not the other
+  // sandbox's), nothing more.
+  EXPECT_NE(ua, 0u);
+  EXPECT_NE(ua, getuid());
+  EXPECT_NE(ua, 1000u);
+  EXPECT_NE(ua, ub) << "two sandboxes never share a uid";
+  EXPECT_GE(ub > ua ? ub - ua : ua - ub, 65536u) << "each sandbox owns a block of ids";
+  EXPECT_EQ(StatusField(pa, "Uid"), absl::StrCat(ua, "\t", ua, "\t", ua, "\t", ua));
+  EXPECT_EQ(StatusField(pa, "Gid"), absl::StrCat(ua, "\t", ua, "\t", ua, "\t", ua));
+  EXPECT_EQ(StatusField(pa, "Groups"), "");
+  EXPECT_EQ(StatusField(pa, "CapEff"), "0000000000000000");
+  EXPECT_EQ(StatusField(pa, "CapPrm"), "0000000000000000");
+  EXPECT_EQ(StatusField(pa, "CapBnd"), "0000000000000000");
+  EXPECT_EQ(StatusField(pa, "NoNewPrivs"), "1");
+  EXPECT_EQ(StatusField(pa, "Seccomp"), "2") << "QEMU's own -sandbox filter stays on";
+  EXPECT_EQ(StatusField(pa, "NSpid"), absl::StrCat(pa, "\t1")) << "pid 1 of its own namespace";
+  for (const char* ns : {"mnt", "pid", "net", "ipc", "uts", "cgroup"}) {
+    EXPECT_NE(Link(absl::StrCat("/proc/", pa, "/ns/", ns)), Link(absl::StrCat("/proc/self/ns/", ns)))
+        << ns;
+  }
+  EXPECT_NE(Link(absl::StrCat("/proc/", pa, "/ns/mnt")), Link(absl::StrCat("/proc/", pb, "/ns/mnt")));
+
+  // What QEMU sees: its own files and nothing of the host's or jb's.
+  std::string root = absl::StrCat("/proc/", pa, "/root");
+  for (const char* absent : {"/home", "/root", "/etc/shadow", "/etc/passwd", "/var", "/boot"}) {
+    EXPECT_NE(access((root + absent).c_str(), F_OK), 0) << absent << " is visible to QEMU";
+  }
+  EXPECT_EQ(Entries(root + "/etc"), (std::set<std::string>{"ld.so.cache"}));
+  EXPECT_EQ(Entries(root + "/vm"), (std::set<std::string>{"initrd", "kernel"}));
+  EXPECT_EQ(Entries(root + dir_.path() + "/state/sandboxes/ja"),
+            (std::set<std::string>{"console.log", "disk.qcow2"}));
+  EXPECT_EQ(Entries(root + dir_.path() + "/state/sandboxes"), (std::set<std::string>{"ja"}))
+      << "another sandbox's disk is not in the jail";
+  EXPECT_EQ(Entries(root + dir_.path() + "/run/vms"), (std::set<std::string>{"ja"}));
+  EXPECT_NE(access((root + ws).c_str(), F_OK), 0) << "the workspace is virtiofsd's, not QEMU's";
+  std::set<std::string> devices = Entries(root + "/dev");
+  devices.erase("kvm");
+  EXPECT_EQ(devices, (std::set<std::string>{"full", "null", "random", "urandom", "zero"}));
+  struct stat st;
+  if (stat((root + "/dev/kvm").c_str(), &st) == 0) {
+    EXPECT_EQ(st.st_uid, ua);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << "/dev/kvm is the jail uid's alone";
+  }
+  // One sandbox's sockets are closed to the other's uid.
+  ASSERT_EQ(stat((dir_.path() + "/run/vms/ja").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ua);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  // Its cgroup and limits (guest 1 GiB plus the bounded overhead).
+  std::string cg = MemoryCgroup(pa);
+  EXPECT_NE(cg.find("/airlock-"), std::string::npos) << cg;
+  uint64_t limit = ja["host_memory_limit_bytes"].get<uint64_t>();
+  EXPECT_EQ(limit, ja["accelerator"] == "kvm" ? (1024ull + 384) << 20 : (1024ull + 256 + 384) << 20);
+  uint64_t file_limit = access((cg + "/memory.limit_in_bytes").c_str(), F_OK) == 0
+                            ? Number(cg + "/memory.limit_in_bytes")
+                            : Number(cg + "/memory.max");
+  EXPECT_EQ(file_limit, limit);
+  EXPECT_GT(ja["host_memory_bytes"].get<uint64_t>(), 0u);
+  EXPECT_LT(ja["host_memory_bytes"].get<uint64_t>(), limit);
+
+  // virtiofsd: the sandbox's base id on the host, in a user namespace that
+  // maps the guest user to the share's owner and never names host root.
+  std::vector<pid_t> fsd = Virtiofsds("ja");
+  ASSERT_FALSE(fsd.empty());
+  for (pid_t p : fsd) {
+    EXPECT_EQ(StatusField(p, "Uid"), absl::StrCat(ua, "\t", ua, "\t", ua, "\t", ua)) << p;
+    EXPECT_EQ(StatusField(p, "NoNewPrivs"), "1");
+    EXPECT_NE(Link(absl::StrCat("/proc/", p, "/ns/user")), Link("/proc/self/ns/user"));
+    std::string map = ReadFileToString(absl::StrCat("/proc/", p, "/uid_map"));
+    bool owner = false;
+    for (absl::string_view line : absl::StrSplit(map, '\n', absl::SkipEmpty())) {
+      std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      ASSERT_EQ(f.size(), 3u);
+      EXPECT_NE(f[1], "0") << "host root is mapped into virtiofsd's namespace: " << map;
+      owner = owner || (f[0] == "1000" && f[1] == "1000" && f[2] == "1");
+    }
+    EXPECT_TRUE(owner) << "the guest user is the share's owner: " << map;
+    // Its root: the shared tree (the worker, after its own pivot) or the
+    // jail's root, never the host's.
+    std::set<std::string> seen = Entries(absl::StrCat("/proc/", p, "/root"));
+    EXPECT_EQ(seen.count("home") + seen.count("root") + seen.count("var"), 0u);
+  }
+  // The guest user's files are the owner's; guest root's are the block's.
+  ASSERT_EQ(stat((ws + "/by-agent.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 1000u);
+  ASSERT_EQ(stat((ws + "/by-root.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ua) << "guest root never makes a file owned by host root";
+  EXPECT_EQ(Airlock({"exec", "ja", "--", "cat", ws + "/host.txt"}).out, "from host\n");
+
+  // rm removes the jail, and the ids go back to the pool.
+  ASSERT_EQ(Airlock({"rm", "-f", "ja"}).exit_code, 0);
+  EXPECT_NE(access((dir_.path() + "/run/jail/ja").c_str(), F_OK), 0);
+  EXPECT_NE(access((dir_.path() + "/run/vms/ja").c_str(), F_OK), 0);
+  EXPECT_NE(access(cg.c_str(), F_OK), 0) << cg << " left behind";
+  EXPECT_TRUE(Virtiofsds("ja").empty());
+  ASSERT_EQ(Airlock({"create", "--name", "jc", "-m", "1g", "shell"}).exit_code, 0);
+  EXPECT_EQ(Sandbox("jc")["jail_uid"].get<uint32_t>(), ua) << "the freed block is used again";
+}
+
+TEST_F(JailE2ETest, AGuestPastItsMemoryIsStoppedByItsOwnLimitsNotTheHost) {
+  ASSERT_EQ(Airlock({"create", "--name", "mem", "-m", "512m", "shell"}).exit_code, 0);
+  nlohmann::json sb = Sandbox("mem");
+  pid_t pid = sb["pid"].get<pid_t>();
+  std::string cg = MemoryCgroup(pid);
+  uint64_t oom_before = OomKills(cg);
+  // tail holds all of a newline-free stream: it grows past the guest's
+  // 512 MiB until the guest's kernel kills it.
+  auto hog = Airlock({"exec", "-u", "root", "mem", "--", "sh", "-c",
+                      "head -c 900M /dev/zero | tail > /dev/null"});
+  EXPECT_NE(hog.exit_code, 0) << hog.out;
+  auto dmesg = Airlock({"exec", "-u", "root", "mem", "--", "dmesg"});
+  EXPECT_NE(dmesg.out.find("Out of memory: Killed process"), std::string::npos) << dmesg.out;
+  // The sandbox lives on, the host's side was never out of memory.
+  EXPECT_EQ(Airlock({"exec", "mem", "--", "echo", "alive"}).out, "alive\n");
+  EXPECT_EQ(Sandbox("mem")["pid"].get<pid_t>(), pid);
+  EXPECT_EQ(OomKills(cg), oom_before) << "the host's limit had to kill inside the cgroup";
+  uint64_t limit = sb["host_memory_limit_bytes"].get<uint64_t>();
+  std::string peak = access((cg + "/memory.max_usage_in_bytes").c_str(), F_OK) == 0
+                         ? cg + "/memory.max_usage_in_bytes"
+                         : cg + "/memory.peak";
+  if (access(peak.c_str(), F_OK) == 0) EXPECT_LE(Number(peak), limit);
+  auto status = Airlock({"daemon", "status"});
+  EXPECT_EQ(status.exit_code, 0) << status.out;
+  EXPECT_EQ(status.out.find("stopped"), std::string::npos) << status.out;
+}
+
+}  // namespace
+}  // namespace airlock
