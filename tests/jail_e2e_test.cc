@@ -1,6 +1,9 @@
 // End-to-end tests of the jails of QEMU and virtiofsd, checked from the
 // host on real sandboxes: who they run as, what they can see, their
 // cgroup limits, a guest past its memory, and what rm leaves.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -221,6 +224,66 @@ TEST_F(JailE2ETest, QemuAndVirtiofsdRunUnprivilegedAndSeeOnlyTheirOwnFiles) {
   EXPECT_TRUE(Virtiofsds("ja").empty());
   ASSERT_EQ(Airlock({"create", "--name", "jc", "-m", "1g", "shell"}).exit_code, 0);
   EXPECT_EQ(Sandbox("jc")["jail_uid"].get<uint32_t>(), ua) << "the freed block is used again";
+}
+
+// Code running as QEMU (what a device-emulation bug would give a guest):
+// entered into a running QEMU's namespaces and root with its uid and its
+// privileges, it tries to reach the host, and each try fails as it must.
+TEST_F(JailE2ETest, CodeRunningAsQemuCannotReachTheHostOrAnotherSandbox) {
+  ASSERT_EQ(Airlock({"create", "--name", "qa", "-m", "1g", "shell"}).exit_code, 0);
+  ASSERT_EQ(Airlock({"create", "--name", "qb", "-m", "1g", "shell"}).exit_code, 0);
+  nlohmann::json qa = Sandbox("qa");
+  pid_t pid = qa["pid"].get<pid_t>();
+  uint32_t uid = qa["jail_uid"].get<uint32_t>();
+  std::ifstream f(dir_.path() + "/run/vmmd.pid");
+  pid_t vmmd = 0;
+  f >> vmmd;
+  ASSERT_GT(vmmd, 0);
+  // A host service on loopback that the jail must not reach.
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  std::string other = dir_.path() + "/run/vms/qb/agent.sock";
+  std::string script = absl::StrCat(
+      "t() { if out=$(\"$@\" 2>&1); then echo \"$1: ALLOWED\"; else echo \"$1: $out\"; fi; }; "
+      "t cat /etc/shadow; t cat ", other, "; t ls ", dir_.path(), "/state/sandboxes/qb; ",
+      "t sh -c 'echo x > /vm/kernel'; t touch /planted; t kill -0 ", vmmd, "; ",
+      "t python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", ", port, "), 2)'; ",
+      "t python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' ",
+      dir_.path(), "/run/vmmd.sock; "
+      "t python3 -c 'import os; os.setuid(0)'; "
+      "echo caps=$(grep CapEff /proc/self/status | cut -f2); echo nnp=$(grep NoNewPrivs /proc/self/status | cut -f2)");
+  auto r = RunCommand({"nsenter", "-t", absl::StrCat(pid), "-m", "-u", "-i", "-n", "-p", "-C", "-r",
+                       "-w", "--", "/usr/bin/setpriv", absl::StrCat("--reuid=", uid),
+                       absl::StrCat("--regid=", uid), "--clear-groups", "--inh-caps=-all",
+                       "--bounding-set=-all", "--no-new-privs", "/usr/bin/sh", "-c", script});
+  close(listener);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string& out = r.out;
+  EXPECT_NE(out.find("cat: cat: /etc/shadow: No such file or directory"), std::string::npos) << out;
+  EXPECT_NE(out.find(absl::StrCat("cat: cat: ", other, ": No such file or directory")),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("ls: ls: cannot access"), std::string::npos) << out;
+  EXPECT_NE(out.find("sh: sh: 1: cannot create /vm/kernel: Read-only file system"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("touch: touch: cannot touch '/planted': Read-only file system"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("No such process"), std::string::npos) << "vmmd is outside its PID namespace: " << out;
+  EXPECT_NE(out.find("OSError: [Errno 101] Network is unreachable"), std::string::npos) << out;
+  EXPECT_NE(out.find("FileNotFoundError: [Errno 2] No such file or directory"), std::string::npos)
+      << "vmmd's socket is not in its root: " << out;
+  EXPECT_NE(out.find("PermissionError: [Errno 1] Operation not permitted"), std::string::npos) << out;
+  EXPECT_EQ(out.find("ALLOWED"), std::string::npos) << out;
+  EXPECT_NE(out.find("caps=0000000000000000"), std::string::npos) << out;
+  EXPECT_NE(out.find("nnp=1"), std::string::npos) << out;
+  // Nothing was planted on the host.
+  EXPECT_NE(access((dir_.path() + "/run/jail/qa/vm/planted").c_str(), F_OK), 0);
 }
 
 TEST_F(JailE2ETest, AGuestPastItsMemoryIsStoppedByItsOwnLimitsNotTheHost) {

@@ -155,7 +155,9 @@ TEST(QemuJailTest, BindsTheDiskChainReadOnlyAndItsOwnFilesWritable) {
   for (const auto& dev : spec->devices) EXPECT_NE(dev.path, "/dev/kvm") << "TCG needs no KVM";
   c.accelerator = "kvm";
   bool kvm = false;
-  for (const auto& dev : QemuJail(c)->devices) kvm = kvm || (dev.path == "/dev/kvm" && dev.owned);
+  auto with_kvm = QemuJail(c);
+  ASSERT_TRUE(with_kvm.ok());
+  for (const auto& dev : with_kvm->devices) kvm = kvm || (dev.path == "/dev/kvm" && dev.owned);
   EXPECT_TRUE(kvm) << "KVM: a /dev/kvm node of the jail's uid alone";
 }
 
