@@ -286,6 +286,66 @@ TEST_F(JailE2ETest, CodeRunningAsQemuCannotReachTheHostOrAnotherSandbox) {
   EXPECT_NE(access((dir_.path() + "/run/jail/qa/vm/planted").c_str(), F_OK), 0);
 }
 
+// vmmd run by an ordinary user (here nobody): QEMU is jailed in a user
+// namespace of that user's own uid, with the same namespaces, root and lack
+// of privilege.
+TEST_F(JailE2ETest, AnOrdinaryUsersVmmdJailsQemuInAUserNamespace) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become nobody";
+  const uid_t nobody = 65534;
+  const char* images = getenv("AIRLOCK_IMAGE_DIR");
+  ASSERT_NE(images, nullptr) << "AIRLOCK_IMAGE_DIR names the built images";
+  // What nobody runs and reads must be its own to reach: the binaries, the
+  // kernel, the initramfs and the base template, copied.
+  std::string home = dir_.path() + "/nobody";
+  ASSERT_EQ(mkdir(home.c_str(), 0700), 0);
+  ASSERT_EQ(RunCommand({"mkdir", "-p", home + "/bin", home + "/images/templates"}).exit_code, 0);
+  for (const char* b : {"cli/airlock", "vmmd/vmmd", "proxyd/proxyd", "policyd/policyd",
+                        "secretsd/secretsd", "gitd/gitd", "apid/apid"}) {
+    ASSERT_EQ(RunCommand({"cp", testing::BinaryPath(b), home + "/bin/"}).exit_code, 0) << b;
+  }
+  std::string img = images;
+  ASSERT_EQ(RunCommand({"cp", "-r", img + "/kernel", img + "/initramfs", home + "/images/"}).exit_code, 0);
+  ASSERT_EQ(RunCommand({"cp", "-r", img + "/templates/base", home + "/images/templates/"}).exit_code, 0);
+  ASSERT_EQ(RunCommand({"chown", "-R", "65534:65534", home}).exit_code, 0);
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  std::map<std::string, std::string> env = {
+      {"HOME", home}, {"AIRLOCK_RUNTIME_DIR", home + "/run"}, {"AIRLOCK_STATE_DIR", home + "/state"},
+      {"AIRLOCK_IMAGE_DIR", home + "/images"}, {"AIRLOCK_LIBEXEC_DIR", home + "/bin"},
+      {"AIRLOCK_API_LISTEN", "127.0.0.1:0"}};
+  auto as_nobody = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                     "--", home + "/bin/airlock"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, env, "", 300);
+  };
+  auto create = as_nobody({"create", "--name", "mine", "-m", "512m", "shell"});
+  ASSERT_EQ(create.exit_code, 0) << create.err;
+  auto ls = as_nobody({"ls", "--json"});
+  nlohmann::json sb = nlohmann::json::parse(ls.out).at(0);
+  pid_t pid = sb["pid"].get<pid_t>();
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(sb["jail_uid"].get<uint32_t>(), nobody);
+  EXPECT_EQ(StatusField(pid, "Uid"), "65534\t65534\t65534\t65534");
+  EXPECT_EQ(StatusField(pid, "CapEff"), "0000000000000000");
+  EXPECT_EQ(StatusField(pid, "CapBnd"), "0000000000000000");
+  EXPECT_EQ(StatusField(pid, "NoNewPrivs"), "1");
+  EXPECT_EQ(StatusField(pid, "NSpid"), absl::StrCat(pid, "\t1"));
+  EXPECT_NE(Link(absl::StrCat("/proc/", pid, "/ns/user")), Link("/proc/self/ns/user"));
+  EXPECT_EQ(absl::StripAsciiWhitespace(ReadFileToString(absl::StrCat("/proc/", pid, "/uid_map"))),
+            "65534      65534          1");
+  for (const char* absent : {"/home", "/root", "/etc/shadow", "/var"}) {
+    EXPECT_NE(access(absl::StrCat("/proc/", pid, "/root", absent).c_str(), F_OK), 0) << absent;
+  }
+  auto exec = as_nobody({"exec", "mine", "--", "echo", "inside"});
+  EXPECT_EQ(exec.out, "inside\n") << exec.err;
+  // vmmd says what an ordinary user's jail lacks.
+  EXPECT_NE(ReadFileToString(home + "/state/logs/vmmd.log").find("in a user namespace"),
+            std::string::npos);
+  EXPECT_EQ(as_nobody({"rm", "-f", "mine"}).exit_code, 0);
+  EXPECT_EQ(as_nobody({"daemon", "stop"}).exit_code, 0);
+  EXPECT_NE(access((home + "/run/jail/mine").c_str(), F_OK), 0);
+}
+
 TEST_F(JailE2ETest, AGuestPastItsMemoryIsStoppedByItsOwnLimitsNotTheHost) {
   ASSERT_EQ(Airlock({"create", "--name", "mem", "-m", "512m", "shell"}).exit_code, 0);
   nlohmann::json sb = Sandbox("mem");
