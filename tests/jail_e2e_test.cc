@@ -48,16 +48,16 @@ std::set<std::string> Entries(const std::string& dir) {
   return out;
 }
 
-// MemoryCgroup is the directory of `pid`'s memory cgroup on the host (v1
-// hierarchy on hybrid hosts, else the unified one).
-std::string MemoryCgroup(pid_t pid) {
+// CgroupDir is the directory of `pid`'s cgroup for `controller` on the
+// host (its v1 hierarchy on hybrid hosts, else the unified one).
+std::string CgroupDir(pid_t pid, const std::string& controller) {
   std::string v2;
   for (absl::string_view line :
        absl::StrSplit(ReadFileToString(absl::StrCat("/proc/", pid, "/cgroup")), '\n')) {
     std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
     if (f.size() != 3) continue;
     for (absl::string_view c : absl::StrSplit(f[1], ',')) {
-      if (c == "memory") return "/sys/fs/cgroup/memory" + f[2];
+      if (c == controller) return "/sys/fs/cgroup/" + f[1] + f[2];
     }
     if (f[1].empty()) v2 = f[2];
   }
@@ -65,6 +65,8 @@ std::string MemoryCgroup(pid_t pid) {
              ? "/sys/fs/cgroup" + v2
              : "/sys/fs/cgroup/unified" + v2;
 }
+
+std::string MemoryCgroup(pid_t pid) { return CgroupDir(pid, "memory"); }
 
 uint64_t Number(const std::string& path) {
   uint64_t v = 0;
@@ -184,6 +186,13 @@ TEST_F(JailE2ETest, QemuAndVirtiofsdRunUnprivilegedAndSeeOnlyTheirOwnFiles) {
                             ? Number(cg + "/memory.limit_in_bytes")
                             : Number(cg + "/memory.max");
   EXPECT_EQ(file_limit, limit);
+  std::string pids = CgroupDir(pa, "pids"), cpu = CgroupDir(pa, "cpu");
+  EXPECT_EQ(absl::StripAsciiWhitespace(ReadFileToString(pids + "/pids.max")), "512") << pids;
+  std::string quota = access((cpu + "/cpu.max").c_str(), F_OK) == 0
+                          ? ReadFileToString(cpu + "/cpu.max")
+                          : ReadFileToString(cpu + "/cpu.cfs_quota_us");
+  EXPECT_EQ(std::string(absl::StripAsciiWhitespace(quota)).substr(0, absl::StrCat(ja["cpus"].get<int>() * 100000).size()),
+            absl::StrCat(ja["cpus"].get<int>() * 100000)) << cpu << ": its vCPUs' worth of CPU time";
   EXPECT_GT(ja["host_memory_bytes"].get<uint64_t>(), 0u);
   EXPECT_LT(ja["host_memory_bytes"].get<uint64_t>(), limit);
 
