@@ -4,7 +4,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -295,6 +298,40 @@ TEST_F(JailE2ETest, CodeRunningAsQemuCannotReachTheHostOrAnotherSandbox) {
   EXPECT_NE(access((dir_.path() + "/run/jail/qa/vm/planted").c_str(), F_OK), 0);
 }
 
+// The KVM probe (run when /dev/kvm opens) is jailed and dies with vmmd.
+TEST_F(JailE2ETest, TheKvmProbeIsJailedAndNeverOutlivesVmmd) {
+  int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+  if (kvm < 0) GTEST_SKIP() << "no /dev/kvm: vmmd does not probe";
+  close(kvm);
+  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  std::string probe_marker = dir_.path() + "/state/kvm-probe.console";
+  pid_t create = fork();
+  if (create == 0) {
+    testing::RunAirlock(env_, {"create", "--name", "probed", "shell"}, "");
+    _exit(0);
+  }
+  std::vector<pid_t> probe;
+  for (int i = 0; i < 400 && probe.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    probe = testing::ProcessesNamed(probe_marker);
+  }
+  ASSERT_FALSE(probe.empty()) << "no probe QEMU seen (its verdict may be cached)";
+  std::string uid = StatusField(probe[0], "Uid");
+  EXPECT_EQ(uid.substr(0, uid.find('\t')), "1879048192") << "the pool's first id, not root";
+  EXPECT_EQ(StatusField(probe[0], "CapEff"), "0000000000000000");
+  EXPECT_EQ(StatusField(probe[0], "NoNewPrivs"), "1");
+  std::ifstream f(dir_.path() + "/run/vmmd.pid");
+  pid_t vmmd = 0;
+  f >> vmmd;
+  ASSERT_GT(vmmd, 0);
+  kill(vmmd, SIGKILL);
+  for (int i = 0; i < 200 && !testing::ProcessesNamed(probe_marker).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(testing::ProcessesNamed(probe_marker).empty()) << "the probe outlived vmmd";
+  waitpid(create, nullptr, 0);
+}
+
 // vmmd run by an ordinary user (here nobody): QEMU is jailed in a user
 // namespace of that user's own uid, with the same namespaces, root and lack
 // of privilege.
@@ -376,7 +413,9 @@ TEST_F(JailE2ETest, AGuestPastItsMemoryIsStoppedByItsOwnLimitsNotTheHost) {
   std::string peak = access((cg + "/memory.max_usage_in_bytes").c_str(), F_OK) == 0
                          ? cg + "/memory.max_usage_in_bytes"
                          : cg + "/memory.peak";
-  if (access(peak.c_str(), F_OK) == 0) EXPECT_LE(Number(peak), limit);
+  if (access(peak.c_str(), F_OK) == 0) {
+    EXPECT_LE(Number(peak), limit);
+  }
   auto status = Airlock({"daemon", "status"});
   EXPECT_EQ(status.exit_code, 0) << status.out;
   EXPECT_EQ(status.out.find("stopped"), std::string::npos) << status.out;

@@ -142,6 +142,32 @@ int LastCap() {
   return CAP_LAST_CAP;
 }
 
+// FailedStep names the step a child reported as failed.
+std::string FailedStep(const Report& failed, const JailSpec& spec,
+                       const std::vector<JailStep>& plan, const std::vector<std::string>& argv,
+                       const std::string& uid_map) {
+  switch (failed.step) {
+    case kStepCgroup:
+      return absl::StrCat("join cgroup ", failed.pid < static_cast<int32_t>(spec.cgroup_procs.size())
+                                              ? spec.cgroup_procs[failed.pid]
+                                              : "?");
+    case kStepClone:
+      return "create the jail's namespaces";
+    case kStepMaps:
+      return absl::StrCat("write the user namespace's id maps (", absl::StripTrailingAsciiWhitespace(uid_map), ")");
+    case kStepIds:
+      return absl::StrCat("drop to uid ", spec.uid, " gid ", spec.gid);
+    case kStepExec:
+      return absl::StrCat("exec ", argv[0]);
+    case kStepSync:
+      return "start the jail";
+    default:
+      return failed.step >= 0 && failed.step < static_cast<int32_t>(plan.size())
+                 ? plan[failed.step].Describe()
+                 : "start the jail";
+  }
+}
+
 }  // namespace
 
 std::string JailStep::Describe() const {
@@ -169,7 +195,7 @@ std::string JailStep::Describe() const {
 }
 
 uint32_t PickJailBase(uint32_t first, const std::vector<uint32_t>& used) {
-  for (uint32_t slot = 0; slot < kJailSlots; ++slot) {
+  for (uint32_t slot = 1; slot < kJailSlots; ++slot) {
     uint64_t base = static_cast<uint64_t>(first) + static_cast<uint64_t>(slot) * kJailIdsPerSandbox;
     if (base + kJailIdsPerSandbox > UINT32_MAX) return 0;
     if (std::find(used.begin(), used.end(), static_cast<uint32_t>(base)) == used.end()) {
@@ -261,6 +287,9 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
     return absl::FailedPreconditionError(
         "an ordinary user's jail needs a user namespace (an id map)");
   }
+  if (spec.die_with_parent && user_ns && root) {
+    return absl::InvalidArgumentError("a jail that dies with its parent takes no id map as root");
+  }
   const std::vector<JailStep> plan = BuildJailPlan(spec, user_ns);
   const std::string uid_map = MapText(spec.uid_map), gid_map = MapText(spec.gid_map);
   std::vector<int> drop;
@@ -280,21 +309,119 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
     return absl::InternalError(absl::StrCat("cannot open ", log_path, ": ", strerror(errno)));
   }
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int report[2], sync[2], ready[2];
-  if (devnull < 0 || pipe2(report, O_CLOEXEC) != 0) {
-    close(log_fd);
-    if (devnull >= 0) close(devnull);
-    return absl::InternalError("pipe failed");
-  }
-  if (pipe2(sync, O_CLOEXEC) != 0 || pipe2(ready, O_CLOEXEC) != 0) {
-    close(log_fd);
-    close(devnull);
-    close(report[0]);
-    close(report[1]);
-    return absl::InternalError("pipe failed");
+  int report[2] = {-1, -1}, sync[2] = {-1, -1}, ready[2] = {-1, -1};
+  if (devnull < 0 || pipe2(report, O_CLOEXEC) != 0 || pipe2(sync, O_CLOEXEC) != 0 ||
+      pipe2(ready, O_CLOEXEC) != 0) {
+    int e = errno;
+    for (int fd : {log_fd, devnull, report[0], report[1], sync[0], sync[1], ready[0], ready[1]}) {
+      if (fd >= 0) close(fd);
+    }
+    return absl::InternalError(absl::StrCat("cannot make the jail's pipes: ", strerror(e)));
   }
   unsigned long flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
                         CLONE_NEWCGROUP | (user_ns && !root ? CLONE_NEWUSER : 0);
+  // The jail: pid 1 of its own namespace.
+  auto jail = [&]() {
+    close(sync[1]);
+    close(ready[0]);
+    if (user_ns && !root) {
+      // An ordinary user maps only its own ids, and only from inside (the
+      // parent side of a process that changed ids cannot open the maps);
+      // a process that changed its ids is not dumpable, and its /proc
+      // files are root's until it is again.
+      prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+      if (!WriteProcFile("/proc/self/setgroups", "deny") ||
+          !WriteProcFile("/proc/self/uid_map", uid_map) ||
+          !WriteProcFile("/proc/self/gid_map", gid_map)) {
+        Send(report[1], kFailed, kStepMaps, errno, 0);
+        _exit(1);
+      }
+    }
+    for (size_t i = 0; i < plan.size(); ++i) {
+      if (!RunStep(plan[i], spec.uid, spec.gid)) {
+        Send(report[1], kFailed, static_cast<int32_t>(i), errno, 0);
+        _exit(1);
+      }
+    }
+    if (user_ns && root) {
+      // Root builds the jail as host root (its root's owners are the
+      // host's), then enters the user namespace, whose maps the
+      // intermediate process writes (root may map any ids), and becomes
+      // the namespace's root: capabilities over the namespace only.
+      char go = 0;
+      if (unshare(CLONE_NEWUSER) != 0) {
+        Send(report[1], kFailed, kStepClone, errno, 0);
+        _exit(1);
+      }
+      if (write(ready[1], "r", 1) != 1 || read(sync[0], &go, 1) != 1) _exit(1);
+      if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0) {
+        Send(report[1], kFailed, kStepIds, errno, 0);
+        _exit(1);
+      }
+    }
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    for (int c : drop) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
+    // An ordinary user's map denies setgroups: its groups stay as they are.
+    bool ids_ok = (!root || setgroups(0, nullptr) == 0) &&
+                  setresgid(spec.gid, spec.gid, spec.gid) == 0 &&
+                  setresuid(spec.uid, spec.uid, spec.uid) == 0 &&
+                  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
+    if (!ids_ok) {
+      Send(report[1], kFailed, kStepIds, errno, 0);
+      _exit(1);
+    }
+    // Here, after the ids changed: a change of ids clears it.
+    if (spec.die_with_parent) prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    dup2(devnull, 0);
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+    if (report[1] != 3) dup2(report[1], 3);
+    fcntl(3, F_SETFD, FD_CLOEXEC);
+    syscall(SYS_close_range, 4u, ~0u, 0u);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
+    execve(args[0], args.data(), envp);
+    Send(3, kFailed, kStepExec, errno, 0);
+    _exit(127);
+  };
+  if (spec.die_with_parent) {
+    // Started by the calling thread itself (not detached): SIGKILLed when
+    // that thread ends, so it can never outlive vmmd.
+    long gc = syscall(SYS_clone, flags | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+    if (gc == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);  // set again once its ids change
+      for (size_t i = 0; i < spec.cgroup_procs.size(); ++i) {
+        if (!WriteProcFile(spec.cgroup_procs[i].c_str(), "0")) {
+          Send(report[1], kFailed, kStepCgroup, errno, static_cast<int32_t>(i));
+          _exit(1);
+        }
+      }
+      jail();
+    }
+    int clone_errno = errno;
+    close(log_fd);
+    close(devnull);
+    close(report[1]);
+    for (int fd : {sync[0], sync[1], ready[0], ready[1]}) close(fd);
+    if (gc < 0) {
+      close(report[0]);
+      return absl::InternalError(
+          absl::StrCat("cannot create the jail's namespaces: ", strerror(clone_errno)));
+    }
+    Report r;
+    Report failed{0, 0, 0, 0};
+    while (read(report[0], &r, sizeof(r)) == sizeof(r)) {
+      if (r.kind == kFailed && failed.kind == 0) failed = r;
+    }
+    close(report[0]);
+    if (failed.kind == 0) return static_cast<pid_t>(gc);
+    waitpid(static_cast<pid_t>(gc), nullptr, 0);
+    return absl::InternalError(absl::StrCat("cannot start ", argv[0], " jailed: ",
+                                            FailedStep(failed, spec, plan, argv, uid_map), ": ",
+                                            strerror(failed.err)));
+  }
   pid_t child = fork();
   if (child == 0) {
     setsid();
@@ -309,70 +436,7 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
       Send(report[1], kFailed, kStepClone, errno, 0);
       _exit(1);
     }
-    if (gc == 0) {
-      // The jail: pid 1 of its own namespace.
-      close(sync[1]);
-      close(ready[0]);
-      if (user_ns && !root) {
-        // An ordinary user maps only its own ids, and only from inside (the
-        // parent side of a process that changed ids cannot open the maps);
-        // a process that changed its ids is not dumpable, and its /proc
-        // files are root's until it is again.
-        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-        if (!WriteProcFile("/proc/self/setgroups", "deny") ||
-            !WriteProcFile("/proc/self/uid_map", uid_map) ||
-            !WriteProcFile("/proc/self/gid_map", gid_map)) {
-          Send(report[1], kFailed, kStepMaps, errno, 0);
-          _exit(1);
-        }
-      }
-      for (size_t i = 0; i < plan.size(); ++i) {
-        if (!RunStep(plan[i], spec.uid, spec.gid)) {
-          Send(report[1], kFailed, static_cast<int32_t>(i), errno, 0);
-          _exit(1);
-        }
-      }
-      if (user_ns && root) {
-        // Root builds the jail as host root (its root's owners are the
-        // host's), then enters the user namespace, whose maps the
-        // intermediate process writes (root may map any ids), and becomes
-        // the namespace's root: capabilities over the namespace only.
-        char go = 0;
-        if (unshare(CLONE_NEWUSER) != 0) {
-          Send(report[1], kFailed, kStepClone, errno, 0);
-          _exit(1);
-        }
-        if (write(ready[1], "r", 1) != 1 || read(sync[0], &go, 1) != 1) _exit(1);
-        if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0) {
-          Send(report[1], kFailed, kStepIds, errno, 0);
-          _exit(1);
-        }
-      }
-      prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-      for (int c : drop) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
-      // An ordinary user's map denies setgroups: its groups stay as they are.
-      bool ids_ok = (!root || setgroups(0, nullptr) == 0) &&
-                    setresgid(spec.gid, spec.gid, spec.gid) == 0 &&
-                    setresuid(spec.uid, spec.uid, spec.uid) == 0 &&
-                    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
-      if (!ids_ok) {
-        Send(report[1], kFailed, kStepIds, errno, 0);
-        _exit(1);
-      }
-      dup2(devnull, 0);
-      dup2(log_fd, 1);
-      dup2(log_fd, 2);
-      if (report[1] != 3) dup2(report[1], 3);
-      fcntl(3, F_SETFD, FD_CLOEXEC);
-      syscall(SYS_close_range, 4u, ~0u, 0u);
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
-      execve(args[0], args.data(), envp);
-      Send(3, kFailed, kStepExec, errno, 0);
-      _exit(127);
-    }
+    if (gc == 0) jail();
     close(ready[1]);
     char unshared = 0;
     if (user_ns && root && read(ready[0], &unshared, 1) == 1) {
@@ -422,36 +486,10 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, WNOHANG);
   }
-  std::string step;
-  switch (failed.step) {
-    case kStepCgroup:
-      step = absl::StrCat("join cgroup ", failed.pid < static_cast<int32_t>(spec.cgroup_procs.size())
-                                              ? spec.cgroup_procs[failed.pid]
-                                              : "?");
-      break;
-    case kStepClone:
-      step = "create the jail's namespaces";
-      break;
-    case kStepMaps:
-      step = absl::StrCat("write the user namespace's id maps (", absl::StripTrailingAsciiWhitespace(uid_map), ")");
-      break;
-    case kStepIds:
-      step = absl::StrCat("drop to uid ", spec.uid, " gid ", spec.gid);
-      break;
-    case kStepExec:
-      step = absl::StrCat("exec ", argv[0]);
-      break;
-    case kStepSync:
-      step = "start the jail";
-      break;
-    default:
-      step = failed.step >= 0 && failed.step < static_cast<int32_t>(plan.size())
-                 ? plan[failed.step].Describe()
-                 : "start the jail";
-  }
   if (failed.kind == 0) return absl::InternalError("the jail did not start (no report)");
-  return absl::InternalError(
-      absl::StrCat("cannot start ", argv[0], " jailed: ", step, ": ", strerror(failed.err)));
+  return absl::InternalError(absl::StrCat("cannot start ", argv[0], " jailed: ",
+                                          FailedStep(failed, spec, plan, argv, uid_map), ": ",
+                                          strerror(failed.err)));
 }
 
 }  // namespace airlock::vmmd

@@ -64,6 +64,10 @@ struct JailSpec {
   std::vector<int> keep_caps;
   // cgroup.procs files the jail joins before it starts.
   std::vector<std::string> cgroup_procs;
+  // Not detached: a child of the calling thread, SIGKILLed when that thread
+  // (or vmmd) ends, which the caller reaps (the KVM probe). Not with an id
+  // map as root.
+  bool die_with_parent = false;
 };
 
 // The id pool. Each sandbox owns a block of kJailIdsPerSandbox host ids
@@ -77,8 +81,9 @@ inline constexpr uint32_t kJailSlots = 4096;
 // The guest user that acts as a share's owner (the image's first user).
 inline constexpr uint32_t kGuestUserId = 1000;
 
-// PickJailBase is the lowest block from `first` not in `used`, or 0 when
-// all kJailSlots are taken.
+// The pool's first block is the KVM probe's; sandboxes get the others.
+// PickJailBase is the lowest sandbox block of the pool from `first` not in
+// `used`, or 0 when all are taken.
 uint32_t PickJailBase(uint32_t first, const std::vector<uint32_t>& used);
 
 // ShareIdMap maps a share's guest ids: kGuestUserId to `owner` (the owner
@@ -118,7 +123,7 @@ struct JailStep {
 std::vector<JailStep> BuildJailPlan(const JailSpec& spec, bool user_ns);
 
 // LaunchJailed starts argv[0] (an absolute path inside the jail) as
-// described, detached like SpawnDetached (a new session, reparented to
+// described, detached (unless spec.die_with_parent) like SpawnDetached (a new session, reparented to
 // init, stdin /dev/null, stdout and stderr appended to `log_path`, opened
 // on the host), and returns its host pid. It fails, with the step that
 // failed, when the jail cannot be made or exec fails.

@@ -4,6 +4,8 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+
+#include <vector>
 #include <unistd.h>
 
 #include <chrono>
@@ -158,6 +160,49 @@ TEST_F(JailTest, AFailingStepIsNamedAndNothingRuns) {
             std::string::npos)
       << exec.status();
   EXPECT_FALSE(LaunchJailed({"relative"}, Spec(), dir_.path() + "/fail.log").ok());
+}
+
+TEST_F(JailTest, AJailThatDiesWithItsParentNeverOutlivesIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t parent = fork();
+  if (parent == 0) {
+    JailSpec spec = Spec();
+    spec.die_with_parent = true;
+    auto pid = LaunchJailed({"/usr/bin/sleep", "60"}, spec, dir_.path() + "/sleep.log");
+    pid_t p = pid.ok() ? *pid : -1;
+    ssize_t unused = write(fds[1], &p, sizeof(p));
+    (void)unused;
+    _exit(0);  // as vmmd killed mid-probe
+  }
+  pid_t jailed = 0;
+  ASSERT_EQ(read(fds[0], &jailed, sizeof(jailed)), static_cast<ssize_t>(sizeof(jailed)));
+  waitpid(parent, nullptr, 0);
+  ASSERT_GT(jailed, 0);
+  for (int i = 0; i < 200 && ProcessAlive(jailed); ++i) usleep(10000);
+  EXPECT_FALSE(ProcessAlive(jailed)) << "the jailed child outlived its parent";
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(JailIdsTest, BlocksArePickedLowestFirstAndTheFirstIsTheProbes) {
+  EXPECT_EQ(PickJailBase(kDefaultJailIdBase, {}), kDefaultJailIdBase + kJailIdsPerSandbox);
+  EXPECT_EQ(PickJailBase(kDefaultJailIdBase, {kDefaultJailIdBase + kJailIdsPerSandbox}),
+            kDefaultJailIdBase + 2 * kJailIdsPerSandbox);
+  std::vector<uint32_t> all;
+  for (uint32_t slot = 1; slot < kJailSlots; ++slot) all.push_back(kDefaultJailIdBase + slot * kJailIdsPerSandbox);
+  EXPECT_EQ(PickJailBase(kDefaultJailIdBase, all), 0u) << "a full pool says so";
+  std::vector<IdRange> map = ShareIdMap(5 << 16, 1234);
+  ASSERT_EQ(map.size(), 3u);
+  uint32_t covered = 0;
+  for (const IdRange& r : map) {
+    covered += r.count;
+    EXPECT_NE(r.outside, 0u) << "host root is never mapped";
+  }
+  EXPECT_EQ(covered, kJailIdsPerSandbox);
+  EXPECT_EQ(map[1].inside, kGuestUserId);
+  EXPECT_EQ(map[1].outside, 1234u);
 }
 
 TEST_F(JailTest, AnOrdinaryUserJailsWithAUserNamespace) {

@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
                                        c.options.at("default-registry"));
     if (absl::Status s = images.EnsureBuiltIn(); !s.ok()) return s;
     airlock::vmmd::SandboxManager manager(
-        mo, &store, &images, std::make_unique<airlock::vmmd::QemuBackend>(c.options.at("qemu")),
+        mo, &store, &images, std::make_unique<airlock::vmmd::QemuBackend>(c.options.at("qemu"),
+                                                      mo.jail ? mo.jail_id_base : 0),
         airlock::vmmd::HostFacts::Read());
     images.SetUsage([&manager] { return manager.ImageUsage(); });
     if (absl::Status s = manager.Recover(); !s.ok()) return s;

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/klog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -247,9 +249,48 @@ std::pair<std::string, std::string> QemuBackend::ProbeAccelerator(const std::str
   std::vector<std::string> args = {
       qemu_, "-M", "microvm", "-accel", "kvm", "-cpu", "host", "-m", "256M", "-smp", "1",
       "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+      "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
       "-chardev", "file,id=console,path=" + console, "-serial", "chardev:console",
       "-kernel", kernel, "-initrd", initrd, "-append", KernelCmdline("probe", 0, true)};
-  auto pid = SpawnDetached(args, work_dir + "/kvm-probe.log");
+  absl::StatusOr<pid_t> pid;
+  if (probe_uid_ != 0) {
+    // Jailed like a sandbox's QEMU, and a child of this thread: it dies
+    // with vmmd, so a vmmd killed mid-probe leaves no QEMU behind.
+    JailSpec spec;
+    spec.root = work_dir + "/kvm-probe.root";
+    spec.hostname = "airlock-probe";
+    spec.die_with_parent = true;
+    if (geteuid() == 0) {
+      spec.uid = spec.gid = probe_uid_;
+    } else {
+      spec.uid = geteuid();
+      spec.gid = getegid();
+      spec.uid_map = {{spec.uid, spec.uid, 1}};
+      spec.gid_map = {{spec.gid, spec.gid, 1}};
+    }
+    spec.mounts = SystemMounts();
+    spec.mounts.push_back({kernel, true, kJailKernel});
+    spec.mounts.push_back({initrd, true, kJailInitrd});
+    spec.mounts.push_back({console, false});
+    for (const char* dev : {"/dev/null", "/dev/zero", "/dev/urandom"}) spec.devices.push_back({dev, false});
+    spec.devices.push_back({"/dev/kvm", true});
+    int cfd = open(console.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (cfd >= 0) close(cfd);
+    if (mkdir(spec.root.c_str(), 0755) != 0 && errno != EEXIST) {
+      return {"tcg", absl::StrCat("KVM probe could not start: mkdir ", spec.root, ": ", strerror(errno))};
+    }
+    if (geteuid() == 0 && chown(console.c_str(), probe_uid_, probe_uid_) != 0) {
+      return {"tcg", absl::StrCat("KVM probe could not start: chown ", console, ": ", strerror(errno))};
+    }
+    for (auto& a : args) {
+      if (a == kernel) a = kJailKernel;
+      if (a == initrd) a = kJailInitrd;
+    }
+    args[0] = FindProgram(args[0]);
+    pid = LaunchJailed(args, spec, work_dir + "/kvm-probe.log");
+  } else {
+    pid = SpawnDetached(args, work_dir + "/kvm-probe.log");
+  }
   if (!pid.ok()) return {"tcg", absl::StrCat("KVM probe could not start: ", pid.status().message())};
   // A working KVM boots to the agent in well under a second; nested setups
   // that cannot run a stock kernel (PVM) crawl for many seconds and die.
@@ -263,6 +304,7 @@ std::pair<std::string, std::string> QemuBackend::ProbeAccelerator(const std::str
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   kill(*pid, SIGKILL);
+  if (probe_uid_ != 0) waitpid(*pid, nullptr, 0);
   if (ok) return {"kvm", "a KVM probe boot reached the guest agent"};
   return {"tcg", "/dev/kvm exists but a probe boot did not reach the guest agent within 8 s "
                  "(e.g. nested PVM, which cannot run stock kernels); using TCG"};

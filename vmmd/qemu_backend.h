@@ -54,7 +54,10 @@ std::string FindProgram(const std::string& name);
 
 class QemuBackend final : public Hypervisor {
  public:
-  explicit QemuBackend(std::string qemu = "qemu-system-x86_64") : qemu_(std::move(qemu)) {}
+  // With `probe_uid` the KVM probe's QEMU runs jailed as that uid (vmmd as
+  // an ordinary user: its own, in a user namespace); 0: as vmmd.
+  explicit QemuBackend(std::string qemu = "qemu-system-x86_64", uint32_t probe_uid = 0)
+      : qemu_(std::move(qemu)), probe_uid_(probe_uid) {}
 
   // Args is the full argv of the QEMU process for `config`.
   std::vector<std::string> Args(const VmConfig& config) const;
@@ -67,6 +70,7 @@ class QemuBackend final : public Hypervisor {
 
  private:
   std::string qemu_;
+  uint32_t probe_uid_;
 };
 
 }  // namespace airlock::vmmd
