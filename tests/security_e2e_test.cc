@@ -76,8 +76,8 @@ class SecurityE2ETest : public ::testing::Test {
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
   }
-  CommandResult Airlock(const std::vector<std::string>& args) {
-    return testing::RunAirlock(env_, args);
+  CommandResult Airlock(const std::vector<std::string>& args, const std::string& input = "") {
+    return testing::RunAirlock(env_, args, input);
   }
   // Guest runs a bash snippet as root inside the sandbox.
   CommandResult Guest(const std::string& script) {
@@ -137,6 +137,36 @@ TEST_F(SecurityE2ETest, NetworkEscapesFail) {
                   "/");
   EXPECT_NE(lo.out.find("protected address"), std::string::npos) << lo.out << lo.err;
   EXPECT_EQ(host_service.accepted(), 0) << "a host loopback service was reached from the guest";
+  // A guest root that flushes the egress ruleset (the README's case) only
+  // loses its own egress: with no NIC, what it sends goes to the dummy
+  // device and nowhere else, so every connection times out. The guest has
+  // no nft of its own; root brings one (the host's, with its libraries).
+  auto tarball = RunCommand({"sh", "-c",
+                             "tar -chf - /usr/sbin/nft $(ldd /usr/sbin/nft | grep -o '/[^ ]*' | "
+                             "sort -u) 2>/dev/null"});
+  ASSERT_FALSE(tarball.out.empty()) << tarball.err;
+  auto carried = Airlock({"exec", "-i", "-u", "root", "esc", "--", "sh", "-c",
+                          "mkdir -p /tmp/nft && tar -xf - -C /tmp/nft"}, tarball.out);
+  ASSERT_EQ(carried.exit_code, 0) << carried.err;
+  const std::string nft =
+      "LD_LIBRARY_PATH=/tmp/nft/lib/x86_64-linux-gnu:/tmp/nft/usr/lib/x86_64-linux-gnu "
+      "/tmp/nft/lib64/ld-linux-x86-64.so.2 /tmp/nft/usr/sbin/nft";
+  auto before = Guest(nft + " list ruleset | grep -c redirect");
+  EXPECT_NE(before.out, "0\n") << "the egress ruleset redirects TCP: " << before.out << before.err;
+  auto flushed = Guest(
+      nft + " flush ruleset && echo rules=$(" + nft + " list ruleset | wc -l); "
+      "timeout 5 bash -c 'exec 3<>/dev/tcp/1.1.1.1/443'; echo outside=$?; "
+      "timeout 5 bash -c 'exec 3<>/dev/tcp/10.0.2.2/" + port + "'; echo gateway=$?; "
+      "timeout 5 bash -c 'exec 3<>/dev/tcp/192.168.1.1/22'; echo private=$?; "
+      "curl -sS -m 5 --noproxy '*' http://169.254.169.254/ 2>&1; echo metadata=$?");
+  EXPECT_NE(flushed.out.find("rules=0\n"), std::string::npos) << flushed.out << flushed.err;
+  for (const char* what : {"outside=124\n", "gateway=124\n", "private=124\n"}) {
+    EXPECT_NE(flushed.out.find(what), std::string::npos)
+        << what << " (124: timed out, nothing answered): " << flushed.out;
+  }
+  EXPECT_NE(flushed.out.find("curl: (28)"), std::string::npos) << flushed.out;
+  EXPECT_NE(flushed.out.find("metadata=28\n"), std::string::npos) << flushed.out;
+  EXPECT_EQ(host_service.accepted(), 0) << "a flushed ruleset reached a host service";
   // A guest root that takes the egress redirect's route away only loses
   // its own egress: with no device left there is no route at all.
   auto unrouted = Guest("ip link del egress0 && ip route; exec 3<>/dev/tcp/1.1.1.1/443");
