@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -38,18 +39,36 @@ void AgentLink::Reset() {
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds timeout) {
   auto deadline = steady_clock::now() + timeout;
+  // The socket's directory belongs to the sandbox's jailed QEMU, which
+  // could put a symlink (to another sandbox's socket) in its place: the
+  // path is opened without following one, checked to be a socket, and
+  // connected to through that open file.
+  int path_fd = open(socket_path_.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (path_fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", socket_path_, ": ", strerror(errno)));
+  }
+  struct stat st;
+  if (fstat(path_fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    close(path_fd);
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", socket_path_, ": not a socket (a symlink is refused)"));
+  }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (socket_path_.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("agent socket path too long: ", socket_path_));
-  }
-  memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d", path_fd);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    std::string err = strerror(errno);
+  if (fd < 0) {
+    close(path_fd);
+    return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  }
+  int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int connect_errno = errno;
+  close(path_fd);
+  if (rc != 0) {
     close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot connect to ", socket_path_, ": ", err));
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", socket_path_, ": ", strerror(connect_errno)));
   }
   // Say hello until the agent answers one of ours; junk from an earlier
   // connection (a GOAWAY, say) is skipped.

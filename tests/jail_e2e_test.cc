@@ -122,9 +122,17 @@ TEST_F(JailE2ETest, QemuAndVirtiofsdRunUnprivilegedAndSeeOnlyTheirOwnFiles) {
   std::ofstream(ws + "/host.txt") << "from host\n";
   // The share's owner: the guest's user acts as this uid on the host.
   ASSERT_EQ(RunCommand({"chown", "-R", "1000:1000", ws}).exit_code, 0);
-  auto a = Airlock({"run", "--name", "ja", "-m", "1g", "shell", ws, "--", "sh", "-c",
-                    "echo agent > by-agent.txt; sudo sh -c 'echo root > by-root.txt'"});
+  // A root-owned tree shared writable: host root is never the guest's.
+  std::string rootws = dir_.path() + "/rootws";
+  ASSERT_EQ(mkdir(rootws.c_str(), 0755), 0);
+  auto a = Airlock({"run", "--name", "ja", "-m", "1g", "shell", ws, rootws, "--", "sh", "-c",
+                    "echo agent > by-agent.txt; sudo sh -c 'echo root > by-root.txt'; "
+                    "touch " + rootws + "/agent-file 2>&1; "
+                    "sudo sh -c 'cp /bin/true " + rootws + "/suid && chmod 4755 " + rootws +
+                    "/suid' 2>&1; true"});
   ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.out.find("Permission denied"), std::string::npos)
+      << "the guest user is not the owner of a root-owned tree: " << a.out;
   ASSERT_EQ(Airlock({"create", "--name", "jb", "-m", "1g", "shell"}).exit_code, 0);
   nlohmann::json ja = Sandbox("ja"), jb = Sandbox("jb");
   pid_t pa = ja["pid"].get<pid_t>(), pb = jb["pid"].get<pid_t>();
@@ -215,7 +223,10 @@ TEST_F(JailE2ETest, QemuAndVirtiofsdRunUnprivilegedAndSeeOnlyTheirOwnFiles) {
       EXPECT_NE(f[1], "0") << "host root is mapped into virtiofsd's namespace: " << map;
       owner = owner || (f[0] == "1000" && f[1] == "1000" && f[2] == "1");
     }
-    EXPECT_TRUE(owner) << "the guest user is the share's owner: " << map;
+    // fs0 is ws (owned by 1000); fs1 is the root-owned tree, whose owner
+    // is not mapped at all.
+    bool root_owned = ProcessCmdline(p).find("/fs1.sock") != std::string::npos;
+    EXPECT_EQ(owner, !root_owned) << "the guest user is ws's owner, and nobody's in rootws: " << map;
     // Its root: the shared tree (the worker, after its own pivot) or the
     // jail's root, never the host's.
     std::set<std::string> seen = Entries(absl::StrCat("/proc/", p, "/root"));
@@ -227,6 +238,9 @@ TEST_F(JailE2ETest, QemuAndVirtiofsdRunUnprivilegedAndSeeOnlyTheirOwnFiles) {
   ASSERT_EQ(stat((ws + "/by-root.txt").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, ua) << "guest root never makes a file owned by host root";
   EXPECT_EQ(Airlock({"exec", "ja", "--", "cat", ws + "/host.txt"}).out, "from host\n");
+  // Guest root is the sandbox's own id there, with no power over host
+  // root's files: nothing, and no setuid file, was made in the tree.
+  EXPECT_TRUE(Entries(rootws).empty()) << "written into a root-owned tree";
 
   // rm removes the jail, and the ids go back to the pool.
   ASSERT_EQ(Airlock({"rm", "-f", "ja"}).exit_code, 0);

@@ -59,6 +59,10 @@ struct VmConfig {
   // egress, virtiofs), which only that uid may use.
   uint32_t jail_uid = 0;
   std::string jail_root;
+  // The directory every backing file of `disk` must be in (the image
+  // store's disks): the disk is the jail's to write, so its header is not
+  // trusted to name what vmmd binds into the jail.
+  std::string backing_dir;
   std::vector<std::string> cgroup_procs;
   std::string socket_dir;
 };

@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -84,8 +85,10 @@ bool RunStep(const JailStep& s, uid_t uid, gid_t gid) {
       // remount that dropped them would be refused.
       struct statfs st;
       if (statfs(s.b.c_str(), &st) != 0) return false;
-      unsigned long keep = st.f_flags & (MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME |
-                                         MS_NODIRATIME | MS_RELATIME);
+      unsigned long keep = st.f_flags & (ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME |
+                                         ST_NODIRATIME);
+      // ST_* and MS_* agree except for relatime.
+      if (st.f_flags & ST_RELATIME) keep |= MS_RELATIME;
       return mount(nullptr, s.b.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | keep,
                    nullptr) == 0;
     }
@@ -206,6 +209,12 @@ uint32_t PickJailBase(uint32_t first, const std::vector<uint32_t>& used) {
 }
 
 std::vector<IdRange> ShareIdMap(uint32_t base, uint32_t owner) {
+  // Host root is never mapped: the guest user could otherwise make
+  // setuid-root files on the host. An owner inside the block is already
+  // mapped by it.
+  if (owner == 0 || (owner >= base && owner - base < kJailIdsPerSandbox)) {
+    return {{0, base, kJailIdsPerSandbox}};
+  }
   return {{0, base, kGuestUserId},
           {kGuestUserId, owner, 1},
           {kGuestUserId + 1, base + kGuestUserId + 1, kJailIdsPerSandbox - kGuestUserId - 1}};
@@ -249,7 +258,10 @@ std::vector<JailStep> BuildJailPlan(const JailSpec& spec, bool user_ns) {
     }
     bool dir = stat(m.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
     plan.push_back({dir ? JailStep::kMkdir : JailStep::kTouch, "", target, "", "", 0, 0755});
-    plan.push_back({JailStep::kMount, m.path, target, "", "", MS_BIND | MS_REC});
+    // Read-only binds are not recursive: a writable mount below the path
+    // would stay writable (a bind-remount changes only the top mount).
+    plan.push_back({JailStep::kMount, m.path, target, "", "",
+                    m.read_only ? MS_BIND : static_cast<unsigned long>(MS_BIND | MS_REC)});
     if (m.read_only) plan.push_back({JailStep::kRemountRo, "", target});
   }
   if (!spec.devices.empty()) {
@@ -377,7 +389,10 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
     dup2(log_fd, 2);
     if (report[1] != 3) dup2(report[1], 3);
     fcntl(3, F_SETFD, FD_CLOEXEC);
-    syscall(SYS_close_range, 4u, ~0u, 0u);
+    if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0) {
+      // No close_range (kernel < 5.9): close what could be open, one by one.
+      for (int fd = 4; fd < 65536; ++fd) close(fd);
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);

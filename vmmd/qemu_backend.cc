@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <signal.h>
 #include <sys/klog.h>
@@ -15,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -111,7 +114,17 @@ absl::StatusOr<JailSpec> QemuJail(const VmConfig& c) {
   spec.mounts.push_back({c.initrd, true, kJailInitrd});
   auto chain = QcowBackingChain(c.disk);
   if (!chain.ok()) return chain.status();
-  for (const std::string& b : *chain) spec.mounts.push_back({b, true});
+  for (const std::string& b : *chain) {
+    char real[PATH_MAX];
+    if (realpath(b.c_str(), real) == nullptr || c.backing_dir.empty() ||
+        !absl::StartsWith(real, c.backing_dir + "/")) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          c.disk, " names the backing file ", b, ", which is not in the image store (",
+          c.backing_dir, "): the disk was altered; remove the sandbox (`airlock rm -f ", c.name,
+          "`)"));
+    }
+    spec.mounts.push_back({real, true});
+  }
   spec.mounts.push_back({c.disk, false});
   if (!c.docker_disk.empty()) spec.mounts.push_back({c.docker_disk, false});
   spec.mounts.push_back({c.console_log, false});

@@ -133,6 +133,14 @@ TEST(QemuJailTest, BindsTheDiskChainReadOnlyAndItsOwnFilesWritable) {
   c.jail_uid = 1879048192;
   c.jail_root = p + "/root";
   c.socket_dir = "/run/airlock/vms/box1";
+  // The disk is the jail's to write: a backing file outside the image
+  // store is refused, never bound.
+  c.backing_dir = p + "/store";
+  auto altered = QemuJail(c);
+  ASSERT_FALSE(altered.ok());
+  EXPECT_NE(altered.status().message().find("is not in the image store"), std::string::npos)
+      << altered.status();
+  c.backing_dir = p;
   auto spec = QemuJail(c);
   ASSERT_TRUE(spec.ok()) << spec.status();
   auto mount = [&](const std::string& path) -> const JailMount* {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/subprocess.h"
 #include "vmmd/qemu_backend.h"
 
 namespace airlock::vmmd {
@@ -32,27 +33,12 @@ absl::Status Owned(const std::string& path, uint32_t uid, bool create) {
   return absl::OkStatus();
 }
 
-// RemoveAll removes a directory of plain files and empty directories
-// (the jail roots are empty on the host: their mounts live only in the
-// jails' namespaces).
+// RemoveAll removes `dir` and everything in it without following a
+// symlink anywhere (the socket directory is the jailed uid's to change),
+// and without crossing into another filesystem.
 void RemoveAll(const std::string& dir) {
-  std::string cmd_dir = dir;
-  if (cmd_dir.empty() || cmd_dir == "/") return;
-  struct stat st;
-  if (lstat(dir.c_str(), &st) != 0) return;
-  if (!S_ISDIR(st.st_mode)) {
-    unlink(dir.c_str());
-    return;
-  }
-  if (DIR* d = opendir(dir.c_str())) {
-    while (struct dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      RemoveAll(dir + "/" + n);
-    }
-    closedir(d);
-  }
-  rmdir(dir.c_str());
+  if (dir.empty() || dir == "/") return;
+  (void)RunCommand({"rm", "-rf", "--one-file-system", "--", dir});
 }
 
 }  // namespace

@@ -150,6 +150,7 @@ VmConfig SandboxManager::ConfigFor(const vmm::Sandbox& sb) const {
   c.agent_socket = c.socket_dir + "/agent.sock";
   c.egress_socket = c.socket_dir + "/egress.sock";
   c.jail_uid = jails_.enabled() ? sb.jail_uid() : 0;
+  c.backing_dir = options_.state_dir + "/images/disks";
   c.console_log = c.dir + "/console.log";
   c.vmm_log = c.dir + "/vmm.log";
   for (const Share& s : SharesOf(sb)) c.shares.push_back({s.tag, s.socket});

@@ -1,6 +1,8 @@
 #include "vmmd/shares.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <string.h>
 #include <linux/capability.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -79,17 +81,16 @@ std::vector<std::string> VirtiofsdCommand(const Share& s, const std::string& sta
   return argv;
 }
 
-std::pair<JailSpec, std::vector<std::string>> VirtiofsdJail(const Share& s,
-                                                            const ShareJail& jail,
-                                                            const std::string& virtiofsd) {
+absl::StatusOr<std::pair<JailSpec, std::vector<std::string>>> VirtiofsdJail(
+    const Share& s, const ShareJail& jail, const std::string& virtiofsd) {
   const std::string& src = s.mount.host_path();
   struct stat st;
-  uid_t owner = 0;
-  gid_t group = 0;
-  if (stat(src.c_str(), &st) == 0) {
-    owner = st.st_uid;
-    group = st.st_gid;
+  if (stat(src.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot share ", src, ": ", strerror(errno)));
   }
+  uid_t owner = st.st_uid;
+  gid_t group = st.st_gid;
   JailSpec spec;
   spec.root = jail.root;
   spec.hostname = "airlock-fs";
@@ -116,7 +117,7 @@ std::pair<JailSpec, std::vector<std::string>> VirtiofsdJail(const Share& s,
   spec.cgroup_procs = jail.cgroup_procs;
   std::vector<std::string> argv = {virtiofsd, "--socket-path=" + s.socket, "-o", "cache=auto",
                                    "-o", "sandbox=namespace", "-o", "source=" + source};
-  return {spec, argv};
+  return std::make_pair(spec, argv);
 }
 
 absl::StatusOr<pid_t> StartShare(const Share& share, const ShareJail* jail,
@@ -132,8 +133,9 @@ absl::StatusOr<pid_t> StartShare(const Share& share, const ShareJail* jail,
   unlink(share.socket.c_str());
   absl::StatusOr<pid_t> pid;
   if (jail != nullptr) {
-    auto [spec, argv] = VirtiofsdJail(share, *jail, kVirtiofsd);
-    pid = LaunchJailed(argv, spec, log_path);
+    auto made = VirtiofsdJail(share, *jail, kVirtiofsd);
+    if (!made.ok()) return made.status();
+    pid = LaunchJailed(made->second, made->first, log_path);
   } else {
     if (share.file) {
       if (absl::Status s = MakeDirs(stage_dir, 0700); !s.ok()) return s;

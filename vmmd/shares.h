@@ -47,9 +47,10 @@ struct ShareJail {
 };
 
 // VirtiofsdJail is the jail and argv of `share`'s virtiofsd.
-std::pair<JailSpec, std::vector<std::string>> VirtiofsdJail(const Share& share,
-                                                            const ShareJail& jail,
-                                                            const std::string& virtiofsd);
+// The guest user is the tree's owner only when that owner is not root
+// (ShareIdMap). Fails when the shared path cannot be read.
+absl::StatusOr<std::pair<JailSpec, std::vector<std::string>>> VirtiofsdJail(
+    const Share& share, const ShareJail& jail, const std::string& virtiofsd);
 
 // VirtiofsdCommand is the argv that exports `share` (wrapped in unshare for
 // read-only and single-file exports; `stage_dir` holds the file's stand-in).
