@@ -92,14 +92,19 @@ std::string FindProgram(const std::string& name) {
   return name;
 }
 
-absl::StatusOr<JailSpec> QemuJail(const VmConfig& c) {
+namespace {
+
+// VmJail is what every QEMU's jail (a sandbox's, the probe's) holds: its
+// ids, /usr, the kernel and initramfs, and the harmless devices, with
+// /dev/kvm of its own under KVM.
+JailSpec VmJail(const std::string& root, const std::string& hostname, uint32_t uid,
+                const std::string& kernel, const std::string& initrd, bool kvm) {
   JailSpec spec;
-  spec.root = c.jail_root;
-  spec.hostname = absl::StrCat("airlock-", c.name);
-  spec.cgroup_procs = c.cgroup_procs;
+  spec.root = root;
+  spec.hostname = hostname;
   if (geteuid() == 0) {
-    spec.uid = c.jail_uid;
-    spec.gid = c.jail_uid;
+    spec.uid = uid;
+    spec.gid = uid;
   } else {
     // An ordinary user's QEMU keeps that user's ids (and its kvm group).
     spec.uid = geteuid();
@@ -110,8 +115,21 @@ absl::StatusOr<JailSpec> QemuJail(const VmConfig& c) {
   spec.mounts = SystemMounts();
   // The kernel and initramfs at fixed places: nothing of the image
   // directory's own path (often under a home) shows inside.
-  spec.mounts.push_back({c.kernel, true, kJailKernel});
-  spec.mounts.push_back({c.initrd, true, kJailInitrd});
+  spec.mounts.push_back({kernel, true, kJailKernel});
+  spec.mounts.push_back({initrd, true, kJailInitrd});
+  for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
+    spec.devices.push_back({dev, false});
+  }
+  if (kvm) spec.devices.push_back({"/dev/kvm", true});
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<JailSpec> QemuJail(const VmConfig& c) {
+  JailSpec spec = VmJail(c.jail_root, absl::StrCat("airlock-", c.name), c.jail_uid, c.kernel,
+                         c.initrd, c.accelerator == "kvm");
+  spec.cgroup_procs = c.cgroup_procs;
   auto chain = QcowBackingChain(c.disk);
   if (!chain.ok()) return chain.status();
   for (const std::string& b : *chain) {
@@ -129,10 +147,6 @@ absl::StatusOr<JailSpec> QemuJail(const VmConfig& c) {
   if (!c.docker_disk.empty()) spec.mounts.push_back({c.docker_disk, false});
   spec.mounts.push_back({c.console_log, false});
   spec.mounts.push_back({c.socket_dir, false});
-  for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
-    spec.devices.push_back({dev, false});
-  }
-  if (c.accelerator == "kvm") spec.devices.push_back({"/dev/kvm", true});
   return spec;
 }
  
@@ -269,24 +283,10 @@ std::pair<std::string, std::string> QemuBackend::ProbeAccelerator(const std::str
   if (probe_uid_ != 0) {
     // Jailed like a sandbox's QEMU, and a child of this thread: it dies
     // with vmmd, so a vmmd killed mid-probe leaves no QEMU behind.
-    JailSpec spec;
-    spec.root = work_dir + "/kvm-probe.root";
-    spec.hostname = "airlock-probe";
+    JailSpec spec = VmJail(work_dir + "/kvm-probe.root", "airlock-probe", probe_uid_, kernel,
+                           initrd, /*kvm=*/true);
     spec.die_with_parent = true;
-    if (geteuid() == 0) {
-      spec.uid = spec.gid = probe_uid_;
-    } else {
-      spec.uid = geteuid();
-      spec.gid = getegid();
-      spec.uid_map = {{spec.uid, spec.uid, 1}};
-      spec.gid_map = {{spec.gid, spec.gid, 1}};
-    }
-    spec.mounts = SystemMounts();
-    spec.mounts.push_back({kernel, true, kJailKernel});
-    spec.mounts.push_back({initrd, true, kJailInitrd});
     spec.mounts.push_back({console, false});
-    for (const char* dev : {"/dev/null", "/dev/zero", "/dev/urandom"}) spec.devices.push_back({dev, false});
-    spec.devices.push_back({"/dev/kvm", true});
     int cfd = open(console.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (cfd >= 0) close(cfd);
     if (mkdir(spec.root.c_str(), 0755) != 0 && errno != EEXIST) {
