@@ -18,10 +18,10 @@
 
 namespace airlock::guest {
 
-namespace vmm = airlock::vmm::v1;
+namespace agentpb = airlock::agent::v1;
 
-grpc::Status AgentService::Ping(grpc::ServerContext*, const airlock::agent::v1::PingRequest*,
-                                airlock::agent::v1::PingResponse* out) {
+grpc::Status AgentService::Ping(grpc::ServerContext*, const agentpb::PingRequest*,
+                                agentpb::PingResponse* out) {
   struct utsname u;
   uname(&u);
   out->set_kernel(u.release);
@@ -33,13 +33,13 @@ grpc::Status AgentService::Ping(grpc::ServerContext*, const airlock::agent::v1::
 
 grpc::Status AgentService::Exec(
     grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<vmm::ExecResponse, vmm::ExecRequest>* stream) {
-  vmm::ExecRequest first;
+    grpc::ServerReaderWriter<agentpb::ExecResponse, agentpb::ExecRequest>* stream) {
+  agentpb::ExecRequest first;
   if (!stream->Read(&first) || !first.has_start()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message of an exec stream must be `start`");
   }
-  const vmm::ExecStart& start = first.start();
+  const agentpb::ExecStart& start = first.start();
   ExecSpec spec;
   spec.argv.assign(start.argv().begin(), start.argv().end());
   spec.env.assign(start.env().begin(), start.env().end());
@@ -51,21 +51,21 @@ grpc::Status AgentService::Exec(
   spec.stdin = start.stdin() && !start.detach();
 
   std::mutex write_mu;
-  auto send = [&](const vmm::ExecResponse& r) {
+  auto send = [&](const agentpb::ExecResponse& r) {
     std::lock_guard<std::mutex> lock(write_mu);
     stream->Write(r);
   };
   ExecOutcome failed;
   std::string message;
   std::unique_ptr<ExecProcess> proc = ExecProcess::Start(spec, &failed, &message);
-  vmm::ExecResponse resp;
+  agentpb::ExecResponse resp;
   if (proc == nullptr) {
     resp.set_stderr(message + "\n");
     send(resp);
     resp.Clear();
     resp.mutable_exit()->set_code(failed.code);
     send(resp);
-    vmm::ExecRequest ignored;
+    agentpb::ExecRequest ignored;
     while (stream->Read(&ignored)) {
     }
     return grpc::Status::OK;
@@ -77,7 +77,7 @@ grpc::Status AgentService::Exec(
     resp.Clear();
     resp.mutable_exit()->set_code(0);
     send(resp);
-    vmm::ExecRequest ignored;
+    agentpb::ExecRequest ignored;
     while (stream->Read(&ignored)) {
     }
     return grpc::Status::OK;
@@ -86,21 +86,30 @@ grpc::Status AgentService::Exec(
   // Requests (stdin, resize, signals) are read on their own thread until the
   // client closes its side, which it does after it has seen `exit`.
   std::thread reader([&] {
-    vmm::ExecRequest req;
+    agentpb::ExecRequest req;
     while (stream->Read(&req)) {
       switch (req.msg_case()) {
-        case vmm::ExecRequest::kStdin: proc->WriteStdin(req.stdin()); break;
-        case vmm::ExecRequest::kStdinEof: proc->CloseStdin(); break;
-        case vmm::ExecRequest::kResize: proc->Resize(req.resize().rows(), req.resize().cols()); break;
-        case vmm::ExecRequest::kSignal: proc->Signal(req.signal()); break;
-        default: break;
+        case agentpb::ExecRequest::kStdin:
+          proc->WriteStdin(req.stdin());
+          break;
+        case agentpb::ExecRequest::kStdinEof:
+          proc->CloseStdin();
+          break;
+        case agentpb::ExecRequest::kResize:
+          proc->Resize(req.resize().rows(), req.resize().cols());
+          break;
+        case agentpb::ExecRequest::kSignal:
+          proc->Signal(req.signal());
+          break;
+        default:
+          break;
       }
     }
     // The client went away before the process ended: end the process too.
     if (ctx->IsCancelled()) proc->Signal(SIGKILL);
   });
   ExecOutcome outcome = proc->Pump([&](Stream s, absl::string_view data) {
-    vmm::ExecResponse out;
+    agentpb::ExecResponse out;
     if (s == Stream::kStdout) {
       out.set_stdout(std::string(data));
     } else {
@@ -116,19 +125,19 @@ grpc::Status AgentService::Exec(
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::ReadFile(grpc::ServerContext*, const vmm::ReadFileRequest* req,
-                                    grpc::ServerWriter<vmm::FileChunk>* writer) {
+grpc::Status AgentService::ReadFile(grpc::ServerContext*, const agentpb::ReadFileRequest* req,
+                                    grpc::ServerWriter<agentpb::FileChunk>* writer) {
   return ToGrpc(ReadFileChunks(req->path(), [&](absl::string_view data) {
-    vmm::FileChunk chunk;
+    agentpb::FileChunk chunk;
     chunk.set_data(std::string(data));
     return writer->Write(chunk);
   }));
 }
 
 grpc::Status AgentService::WriteFile(grpc::ServerContext*,
-                                     grpc::ServerReader<vmm::WriteFileRequest>* reader,
-                                     vmm::WriteFileResponse* out) {
-  vmm::WriteFileRequest req;
+                                     grpc::ServerReader<agentpb::WriteFileRequest>* reader,
+                                     agentpb::WriteFileResponse* out) {
+  agentpb::WriteFileRequest req;
   if (!reader->Read(&req)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no file named");
   }
@@ -142,41 +151,40 @@ grpc::Status AgentService::WriteFile(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::Stat(grpc::ServerContext*, const vmm::StatRequest* req,
-                                vmm::FileInfo* out) {
+grpc::Status AgentService::Stat(grpc::ServerContext*, const agentpb::StatRequest* req,
+                                agentpb::FileInfo* out) {
   auto info = StatPath(req->path());
   if (!info.ok()) return ToGrpc(info.status());
   *out = *info;
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::ListDir(grpc::ServerContext*, const vmm::ListDirRequest* req,
-                                   vmm::ListDirResponse* out) {
+grpc::Status AgentService::ListDir(grpc::ServerContext*, const agentpb::ListDirRequest* req,
+                                   agentpb::ListDirResponse* out) {
   auto entries = ListDirectory(req->path());
   if (!entries.ok()) return ToGrpc(entries.status());
   for (auto& e : *entries) *out->add_entries() = std::move(e);
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::MakeDir(grpc::ServerContext*, const vmm::MakeDirRequest* req,
-                                   vmm::Empty*) {
+grpc::Status AgentService::MakeDir(grpc::ServerContext*, const agentpb::MakeDirRequest* req,
+                                   agentpb::Empty*) {
   return ToGrpc(MakeDirectory(req->path(), req->mode(), req->parents()));
 }
 
-grpc::Status AgentService::RemovePath(grpc::ServerContext*, const vmm::RemovePathRequest* req,
-                                      vmm::Empty*) {
+grpc::Status AgentService::RemovePath(grpc::ServerContext*, const agentpb::RemovePathRequest* req,
+                                      agentpb::Empty*) {
   return ToGrpc(guest::RemovePath(req->path(), req->recursive()));
 }
 
-grpc::Status AgentService::Mount(grpc::ServerContext*, const airlock::agent::v1::MountRequest* req,
-                                 vmm::Empty*) {
+grpc::Status AgentService::Mount(grpc::ServerContext*, const agentpb::MountRequest* req,
+                                 agentpb::Empty*) {
   return ToGrpc(MountShare(req->tag(), req->path(), req->read_only(), req->file()));
 }
 
 grpc::Status AgentService::PortForward(
-    grpc::ServerContext*,
-    grpc::ServerReaderWriter<airlock::agent::v1::PortData, airlock::agent::v1::PortData>* stream) {
-  airlock::agent::v1::PortData first;
+    grpc::ServerContext*, grpc::ServerReaderWriter<agentpb::PortData, agentpb::PortData>* stream) {
+  agentpb::PortData first;
   if (!stream->Read(&first)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no port named");
   }
@@ -184,7 +192,7 @@ grpc::Status AgentService::PortForward(
   if (!fd.ok()) return ToGrpc(fd.status());
   // Host -> guest on a thread of its own; guest -> host here.
   std::thread inbound([&, sock = *fd] {
-    airlock::agent::v1::PortData in;
+    agentpb::PortData in;
     while (stream->Read(&in)) {
       WriteAll(sock, in.data());
       if (in.eof()) shutdown(sock, SHUT_WR);
@@ -193,7 +201,7 @@ grpc::Status AgentService::PortForward(
     shutdown(sock, SHUT_RDWR);
   });
   PumpSocket(*fd, [&](absl::string_view data, bool eof) {
-    airlock::agent::v1::PortData out;
+    agentpb::PortData out;
     out.set_data(std::string(data));
     out.set_eof(eof);
     return stream->Write(out);
@@ -203,8 +211,8 @@ grpc::Status AgentService::PortForward(
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::Shutdown(grpc::ServerContext*,
-                                    const airlock::agent::v1::ShutdownRequest*, vmm::Empty*) {
+grpc::Status AgentService::Shutdown(grpc::ServerContext*, const agentpb::ShutdownRequest*,
+                                    agentpb::Empty*) {
   // Reply first; power off a moment later so the reply leaves the channel.
   std::thread([f = power_off_] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -23,28 +23,28 @@ class AgentService final : public airlock::agent::v1::Agent::Service {
   // output, then exactly one `exit`. After `exit` the client closes its
   // side, and the call ends OK.
   grpc::Status Exec(grpc::ServerContext*,
-                    grpc::ServerReaderWriter<airlock::vmm::v1::ExecResponse,
-                                             airlock::vmm::v1::ExecRequest>*) override;
-  grpc::Status ReadFile(grpc::ServerContext*, const airlock::vmm::v1::ReadFileRequest*,
-                        grpc::ServerWriter<airlock::vmm::v1::FileChunk>*) override;
+                    grpc::ServerReaderWriter<airlock::agent::v1::ExecResponse,
+                                             airlock::agent::v1::ExecRequest>*) override;
+  grpc::Status ReadFile(grpc::ServerContext*, const airlock::agent::v1::ReadFileRequest*,
+                        grpc::ServerWriter<airlock::agent::v1::FileChunk>*) override;
   grpc::Status WriteFile(grpc::ServerContext*,
-                         grpc::ServerReader<airlock::vmm::v1::WriteFileRequest>*,
-                         airlock::vmm::v1::WriteFileResponse*) override;
-  grpc::Status Stat(grpc::ServerContext*, const airlock::vmm::v1::StatRequest*,
-                    airlock::vmm::v1::FileInfo*) override;
-  grpc::Status ListDir(grpc::ServerContext*, const airlock::vmm::v1::ListDirRequest*,
-                       airlock::vmm::v1::ListDirResponse*) override;
-  grpc::Status MakeDir(grpc::ServerContext*, const airlock::vmm::v1::MakeDirRequest*,
-                       airlock::vmm::v1::Empty*) override;
-  grpc::Status RemovePath(grpc::ServerContext*, const airlock::vmm::v1::RemovePathRequest*,
-                          airlock::vmm::v1::Empty*) override;
+                         grpc::ServerReader<airlock::agent::v1::WriteFileRequest>*,
+                         airlock::agent::v1::WriteFileResponse*) override;
+  grpc::Status Stat(grpc::ServerContext*, const airlock::agent::v1::StatRequest*,
+                    airlock::agent::v1::FileInfo*) override;
+  grpc::Status ListDir(grpc::ServerContext*, const airlock::agent::v1::ListDirRequest*,
+                       airlock::agent::v1::ListDirResponse*) override;
+  grpc::Status MakeDir(grpc::ServerContext*, const airlock::agent::v1::MakeDirRequest*,
+                       airlock::agent::v1::Empty*) override;
+  grpc::Status RemovePath(grpc::ServerContext*, const airlock::agent::v1::RemovePathRequest*,
+                          airlock::agent::v1::Empty*) override;
   grpc::Status Mount(grpc::ServerContext*, const airlock::agent::v1::MountRequest*,
-                     airlock::vmm::v1::Empty*) override;
+                     airlock::agent::v1::Empty*) override;
   grpc::Status PortForward(grpc::ServerContext*,
                            grpc::ServerReaderWriter<airlock::agent::v1::PortData,
                                                     airlock::agent::v1::PortData>*) override;
   grpc::Status Shutdown(grpc::ServerContext*, const airlock::agent::v1::ShutdownRequest*,
-                        airlock::vmm::v1::Empty*) override;
+                        airlock::agent::v1::Empty*) override;
 
  private:
   std::function<void()> power_off_;

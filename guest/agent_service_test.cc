@@ -15,7 +15,7 @@
 namespace airlock::guest {
 namespace {
 
-namespace vmm = airlock::vmm::v1;
+namespace agentpb = airlock::agent::v1;
 
 class AgentServiceTest : public ::testing::Test {
  protected:
@@ -36,11 +36,11 @@ class AgentServiceTest : public ::testing::Test {
   };
 
   // Exec runs a command to completion, sending `input` then EOF on stdin.
-  Result Exec(vmm::ExecStart start, const std::string& input = "",
-              const std::vector<vmm::ExecRequest>& extra = {}) {
+  Result Exec(agentpb::ExecStart start, const std::string& input = "",
+              const std::vector<agentpb::ExecRequest>& extra = {}) {
     grpc::ClientContext ctx;
     auto stream = stub_->Exec(&ctx);
-    vmm::ExecRequest req;
+    agentpb::ExecRequest req;
     *req.mutable_start() = start;
     stream->Write(req);
     for (const auto& e : extra) stream->Write(e);
@@ -55,7 +55,7 @@ class AgentServiceTest : public ::testing::Test {
       stream->Write(req);
     }
     Result r;
-    vmm::ExecResponse resp;
+    agentpb::ExecResponse resp;
     while (stream->Read(&resp)) {
       if (resp.has_started_pid()) r.pid = resp.started_pid();
       r.out += resp.stdout();
@@ -69,8 +69,8 @@ class AgentServiceTest : public ::testing::Test {
     return r;
   }
 
-  static vmm::ExecStart Cmd(std::vector<std::string> argv) {
-    vmm::ExecStart s;
+  static agentpb::ExecStart Cmd(std::vector<std::string> argv) {
+    agentpb::ExecStart s;
     for (auto& a : argv) s.add_argv(a);
     return s;
   }
@@ -101,7 +101,7 @@ TEST_F(AgentServiceTest, NotFoundIs127AndNotExecutableIs126) {
 }
 
 TEST_F(AgentServiceTest, StdinEnvAndWorkdir) {
-  vmm::ExecStart s = Cmd({"sh", "-c", "cat; echo \"$GREETING\"; pwd"});
+  agentpb::ExecStart s = Cmd({"sh", "-c", "cat; echo \"$GREETING\"; pwd"});
   s.set_stdin(true);
   s.add_env("GREETING=hi there");
   s.set_workdir(dir_.path());
@@ -111,7 +111,7 @@ TEST_F(AgentServiceTest, StdinEnvAndWorkdir) {
 }
 
 TEST_F(AgentServiceTest, MissingWorkdirIsAClearError) {
-  vmm::ExecStart s = Cmd({"true"});
+  agentpb::ExecStart s = Cmd({"true"});
   s.set_workdir("/no/such/dir");
   Result r = Exec(s);
   EXPECT_EQ(r.code, 126);
@@ -119,20 +119,21 @@ TEST_F(AgentServiceTest, MissingWorkdirIsAClearError) {
 }
 
 TEST_F(AgentServiceTest, SignalKillsTheProcessGroup) {
-  vmm::ExecRequest sig;
+  agentpb::ExecRequest sig;
   sig.set_signal(SIGTERM);
   Result r = Exec(Cmd({"sleep", "30"}), "", {sig});
   EXPECT_EQ(r.code, 128 + SIGTERM);
 }
 
 TEST_F(AgentServiceTest, TtyHasTerminalSizeAndResizes) {
-  vmm::ExecStart s = Cmd({"sh", "-c", "test -t 0 && test -t 1 && echo is-a-tty; read x; stty size"});
+  agentpb::ExecStart s =
+      Cmd({"sh", "-c", "test -t 0 && test -t 1 && echo is-a-tty; read x; stty size"});
   s.set_tty(true);
   s.set_stdin(true);
   s.mutable_size()->set_rows(40);
   s.mutable_size()->set_cols(100);
   // The resize is applied before the line that lets the shell go on.
-  vmm::ExecRequest resize;
+  agentpb::ExecRequest resize;
   resize.mutable_resize()->set_rows(50);
   resize.mutable_resize()->set_cols(132);
   Result r = Exec(s, "\n", {resize});
@@ -142,7 +143,7 @@ TEST_F(AgentServiceTest, TtyHasTerminalSizeAndResizes) {
 }
 
 TEST_F(AgentServiceTest, TtyStartsWithRequestedSize) {
-  vmm::ExecStart s = Cmd({"stty", "size"});
+  agentpb::ExecStart s = Cmd({"stty", "size"});
   s.set_tty(true);
   s.mutable_size()->set_rows(40);
   s.mutable_size()->set_cols(100);
@@ -151,7 +152,7 @@ TEST_F(AgentServiceTest, TtyStartsWithRequestedSize) {
 }
 
 TEST_F(AgentServiceTest, DetachReturnsAtOnce) {
-  vmm::ExecStart s = Cmd({"sleep", "5"});
+  agentpb::ExecStart s = Cmd({"sleep", "5"});
   s.set_detach(true);
   auto t0 = std::chrono::steady_clock::now();
   Result r = Exec(s);
@@ -164,16 +165,16 @@ TEST_F(AgentServiceTest, DetachReturnsAtOnce) {
 TEST_F(AgentServiceTest, FilesRoundTrip) {
   std::string path = dir_.path() + "/sub/dir";
   grpc::ClientContext c1;
-  vmm::MakeDirRequest mk;
+  agentpb::MakeDirRequest mk;
   mk.set_path(path);
   mk.set_parents(true);
-  vmm::Empty empty;
+  agentpb::Empty empty;
   ASSERT_TRUE(stub_->MakeDir(&c1, mk, &empty).ok());
 
   grpc::ClientContext c2;
-  vmm::WriteFileResponse wr;
+  agentpb::WriteFileResponse wr;
   auto writer = stub_->WriteFile(&c2, &wr);
-  vmm::WriteFileRequest w;
+  agentpb::WriteFileRequest w;
   w.set_path(path + "/f.sh");
   w.set_mode(0750);
   w.set_data("#!/bin/sh\n");
@@ -186,39 +187,39 @@ TEST_F(AgentServiceTest, FilesRoundTrip) {
   EXPECT_EQ(wr.bytes_written(), 18u);
 
   grpc::ClientContext c3;
-  vmm::StatRequest st;
+  agentpb::StatRequest st;
   st.set_path(path + "/f.sh");
-  vmm::FileInfo info;
+  agentpb::FileInfo info;
   ASSERT_TRUE(stub_->Stat(&c3, st, &info).ok());
   EXPECT_EQ(info.mode() & 0777, 0750u);
   EXPECT_EQ(info.size(), 18u);
 
   grpc::ClientContext c4;
-  vmm::ReadFileRequest rd;
+  agentpb::ReadFileRequest rd;
   rd.set_path(path + "/f.sh");
   auto reader = stub_->ReadFile(&c4, rd);
   std::string content;
-  vmm::FileChunk chunk;
+  agentpb::FileChunk chunk;
   while (reader->Read(&chunk)) content += chunk.data();
   ASSERT_TRUE(reader->Finish().ok());
   EXPECT_EQ(content, "#!/bin/sh\necho ok\n");
 
   grpc::ClientContext c5;
-  vmm::ListDirRequest ls;
+  agentpb::ListDirRequest ls;
   ls.set_path(path);
-  vmm::ListDirResponse listing;
+  agentpb::ListDirResponse listing;
   ASSERT_TRUE(stub_->ListDir(&c5, ls, &listing).ok());
   ASSERT_EQ(listing.entries_size(), 1);
 
   grpc::ClientContext c6;
-  vmm::RemovePathRequest rm;
+  agentpb::RemovePathRequest rm;
   rm.set_path(dir_.path() + "/sub");
   rm.set_recursive(true);
   ASSERT_TRUE(stub_->RemovePath(&c6, rm, &empty).ok());
   EXPECT_NE(access((dir_.path() + "/sub").c_str(), F_OK), 0);
 
   grpc::ClientContext c7;
-  vmm::StatRequest rel;
+  agentpb::StatRequest rel;
   rel.set_path("relative/path");
   EXPECT_EQ(stub_->Stat(&c7, rel, &info).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }

@@ -366,7 +366,7 @@ grpc::Status EgressService::Carry(grpc::ServerContext* ctx,
 }
 
 grpc::Status EgressService::AnswerDns(grpc::ServerContext*, const agent::v1::DnsAnswer* req,
-                                      vmm::v1::Empty*) {
+                                      agent::v1::Empty*) {
   PendingDns to;
   {
     std::lock_guard<std::mutex> lock(mu_);

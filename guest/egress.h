@@ -84,7 +84,7 @@ class EgressService final : public airlock::agent::v1::Egress::Service {
                      grpc::ServerReaderWriter<airlock::agent::v1::EgressData,
                                               airlock::agent::v1::EgressData>* stream) override;
   grpc::Status AnswerDns(grpc::ServerContext* ctx, const airlock::agent::v1::DnsAnswer* req,
-                         airlock::vmm::v1::Empty* resp) override;
+                         airlock::agent::v1::Empty* resp) override;
 
   // The root the CA is installed under; tests point it at a temp dir.
   void set_root(std::string root) { root_ = std::move(root); }

@@ -155,7 +155,7 @@ TEST_F(EgressTest, DnsQueryAndAnswer) {
   pb::DnsAnswer a;
   a.set_id(e.dns().id());
   a.set_packet("answer");
-  airlock::vmm::v1::Empty empty;
+  airlock::agent::v1::Empty empty;
   ASSERT_TRUE(stub_->AnswerDns(&ctx, a, &empty).ok());
   char buf[16];
   ASSERT_EQ(recv(u, buf, sizeof(buf), 0), 6);
@@ -195,7 +195,7 @@ TEST(EgressForwardedTest, DnsOnEveryAddressAndTransparentOnAny) {
     pb::DnsAnswer a;
     a.set_id(e.dns().id());
     a.set_packet(std::string("answer for ") + to);
-    airlock::vmm::v1::Empty empty;
+    airlock::agent::v1::Empty empty;
     ASSERT_TRUE(stub->AnswerDns(&ctx, a, &empty).ok());
     char buf[64];
     ssize_t n = recv(u, buf, sizeof(buf), 0);

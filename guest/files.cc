@@ -32,8 +32,8 @@ absl::Status Errno(const std::string& what, const std::string& path) {
   }
 }
 
-airlock::vmm::v1::FileInfo Describe(const std::string& path, const struct stat& st) {
-  airlock::vmm::v1::FileInfo info;
+airlock::agent::v1::FileInfo Describe(const std::string& path, const struct stat& st) {
+  airlock::agent::v1::FileInfo info;
   info.set_path(path);
   info.set_size(st.st_size);
   info.set_mode(st.st_mode);
@@ -55,18 +55,18 @@ absl::Status CheckGuestPath(absl::string_view path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<airlock::vmm::v1::FileInfo> StatPath(const std::string& path) {
+absl::StatusOr<airlock::agent::v1::FileInfo> StatPath(const std::string& path) {
   if (absl::Status s = CheckGuestPath(path); !s.ok()) return s;
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return Errno("cannot stat", path);
   return Describe(path, st);
 }
 
-absl::StatusOr<std::vector<airlock::vmm::v1::FileInfo>> ListDirectory(const std::string& path) {
+absl::StatusOr<std::vector<airlock::agent::v1::FileInfo>> ListDirectory(const std::string& path) {
   if (absl::Status s = CheckGuestPath(path); !s.ok()) return s;
   DIR* d = opendir(path.c_str());
   if (d == nullptr) return Errno("cannot list", path);
-  std::vector<airlock::vmm::v1::FileInfo> out;
+  std::vector<airlock::agent::v1::FileInfo> out;
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
     if (name == "." || name == "..") continue;

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "protos/vmm/v1/vmm.pb.h"
+#include "protos/agent/v1/agent.pb.h"
 
 namespace airlock::guest {
 
@@ -18,11 +18,11 @@ namespace airlock::guest {
 absl::Status CheckGuestPath(absl::string_view path);
 
 // StatPath describes `path` without following a final symlink.
-absl::StatusOr<airlock::vmm::v1::FileInfo> StatPath(const std::string& path);
+absl::StatusOr<airlock::agent::v1::FileInfo> StatPath(const std::string& path);
 
 // ListDirectory describes each entry of `path` (without "." and ".."),
 // sorted by name.
-absl::StatusOr<std::vector<airlock::vmm::v1::FileInfo>> ListDirectory(const std::string& path);
+absl::StatusOr<std::vector<airlock::agent::v1::FileInfo>> ListDirectory(const std::string& path);
 
 // ReadFileChunks calls `chunk` with consecutive pieces of the file of at most
 // 256 KiB; stops early when `chunk` returns false.

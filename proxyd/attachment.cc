@@ -478,7 +478,7 @@ void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::Dn
   agentpb::DnsAnswer a;
   a.set_id(q.id());
   a.set_packet(answer);
-  airlock::vmm::v1::Empty empty;
+  agentpb::Empty empty;
   (void)stub->AnswerDns(&ctx, a, &empty);
 }
 

@@ -8,16 +8,16 @@
 
 namespace airlock::vmmd {
 
-namespace vmm = airlock::vmm::v1;
+namespace agentpb = airlock::agent::v1;
 
 absl::StatusOr<std::pair<int, std::string>> GuestRun(std::shared_ptr<grpc::Channel> channel,
                                                       const GuestCommand& cmd) {
-  auto stub = airlock::agent::v1::Agent::NewStub(channel);
+  auto stub = agentpb::Agent::NewStub(channel);
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, std::chrono::seconds(300));
   auto stream = stub->Exec(&ctx);
-  vmm::ExecRequest req;
-  vmm::ExecStart* start = req.mutable_start();
+  agentpb::ExecRequest req;
+  agentpb::ExecStart* start = req.mutable_start();
   for (const auto& a : cmd.argv) start->add_argv(a);
   for (const auto& e : cmd.env) start->add_env(e);
   start->set_user(cmd.user);
@@ -26,7 +26,7 @@ absl::StatusOr<std::pair<int, std::string>> GuestRun(std::shared_ptr<grpc::Chann
   stream->Write(req);
   std::string out;
   int code = -1;
-  vmm::ExecResponse resp;
+  agentpb::ExecResponse resp;
   while (stream->Read(&resp)) {
     out += resp.stdout();
     out += resp.stderr();

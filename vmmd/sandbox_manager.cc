@@ -760,7 +760,7 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         mr.set_path(share.guest_path);
         mr.set_read_only(share.mount.read_only());
         mr.set_file(share.file);
-        vmm::Empty empty;
+        airlock::agent::v1::Empty empty;
         grpc::Status ms = stub->Mount(&mctx, mr, &empty);
         if (!ms.ok()) {
           return absl::UnavailableError(FailureReason(
@@ -974,7 +974,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Stop(const std::string& name, int t
     auto stub = airlock::agent::v1::Agent::NewStub(*channel);
     grpc::ClientContext ctx;
     DeadlineAfter(ctx, seconds(3));
-    vmm::Empty empty;
+    airlock::agent::v1::Empty empty;
     (void)stub->Shutdown(&ctx, {}, &empty);
   }
   auto deadline = steady_clock::now() + seconds(timeout_s > 0 ? timeout_s : 10);

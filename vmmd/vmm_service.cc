@@ -3,15 +3,18 @@
 #include <sys/stat.h>
 
 #include <thread>
+#include <type_traits>
 
 #include "common/status.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
+#include "vmmd/agent_messages.h"
 #include "vmmd/images.h"
 
 namespace airlock::vmmd {
 
+namespace agentpb = airlock::agent::v1;
 namespace vmm = airlock::vmm::v1;
-using airlock::agent::v1::Agent;
+using agentpb::Agent;
 
 namespace {
 
@@ -38,15 +41,21 @@ void ForwardDeadline(grpc::ServerContext* server, grpc::ClientContext* client) {
   }
 }
 
-// Unary relays a unary agent call.
-template <typename Req, typename Resp, typename Call>
+// Unary relays a unary agent call: the request translated for the agent,
+// its reply (an AgentResp) translated back unless the call has none.
+template <typename AgentResp, typename Req, typename Resp, typename Call>
 grpc::Status Unary(SandboxManager* m, grpc::ServerContext* ctx, const Req& req, Resp* resp,
                    Call call) {
   std::unique_ptr<Agent::Stub> stub;
   if (grpc::Status s = AgentStub(m, req.sandbox(), &stub); !s.ok()) return s;
   grpc::ClientContext cctx;
   ForwardDeadline(ctx, &cctx);
-  return Checked(m, req.sandbox(), ((*stub).*call)(&cctx, req, resp));
+  AgentResp out;
+  grpc::Status s = Checked(m, req.sandbox(), ((*stub).*call)(&cctx, ToAgent(req), &out));
+  if constexpr (!std::is_same_v<AgentResp, agentpb::Empty>) {
+    if (s.ok()) *resp = FromAgent(out);
+  }
+  return s;
 }
 
 }  // namespace
@@ -168,23 +177,23 @@ grpc::Status VmmService::Exec(
 
   grpc::ClientContext cctx;
   auto upstream = stub->Exec(&cctx);
-  if (!upstream->Write(first)) {
+  if (!upstream->Write(ToAgent(first))) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the sandbox's agent did not accept exec");
   }
   // Client -> agent on this thread's helper; agent -> client here.
   std::thread forward([&] {
     vmm::ExecRequest req;
     while (stream->Read(&req)) {
-      if (!upstream->Write(req)) break;
+      if (!upstream->Write(ToAgent(req))) break;
     }
     upstream->WritesDone();
     if (ctx->IsCancelled()) cctx.TryCancel();
   });
-  vmm::ExecResponse resp;
+  agentpb::ExecResponse resp;
   bool exited = false;
   while (upstream->Read(&resp)) {
     exited = exited || resp.has_exit();
-    if (!stream->Write(resp)) {
+    if (!stream->Write(FromAgent(resp))) {
       cctx.TryCancel();
       break;
     }
@@ -208,10 +217,10 @@ grpc::Status VmmService::ReadFile(grpc::ServerContext* ctx, const vmm::ReadFileR
   if (grpc::Status s = AgentStub(manager_, req->sandbox(), &stub); !s.ok()) return s;
   grpc::ClientContext cctx;
   ForwardDeadline(ctx, &cctx);
-  auto reader = stub->ReadFile(&cctx, *req);
-  vmm::FileChunk chunk;
+  auto reader = stub->ReadFile(&cctx, ToAgent(*req));
+  agentpb::FileChunk chunk;
   while (reader->Read(&chunk)) {
-    if (!writer->Write(chunk)) {
+    if (!writer->Write(FromAgent(chunk))) {
       cctx.TryCancel();
       break;
     }
@@ -226,34 +235,39 @@ grpc::Status VmmService::WriteFile(grpc::ServerContext* ctx,
   if (!reader->Read(&req)) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no file named");
   std::unique_ptr<Agent::Stub> stub;
   if (grpc::Status s = AgentStub(manager_, req.sandbox(), &stub); !s.ok()) return s;
+  // The first message names the sandbox; later ones may not repeat it.
+  const std::string sandbox = req.sandbox();
   grpc::ClientContext cctx;
   ForwardDeadline(ctx, &cctx);
-  auto writer = stub->WriteFile(&cctx, resp);
+  agentpb::WriteFileResponse written;
+  auto writer = stub->WriteFile(&cctx, &written);
   do {
-    if (!writer->Write(req)) break;
+    if (!writer->Write(ToAgent(req))) break;
   } while (reader->Read(&req));
   writer->WritesDone();
-  return Checked(manager_, req.sandbox(), writer->Finish());
+  grpc::Status s = Checked(manager_, sandbox, writer->Finish());
+  if (s.ok()) *resp = FromAgent(written);
+  return s;
 }
 
 grpc::Status VmmService::Stat(grpc::ServerContext* ctx, const vmm::StatRequest* req,
                               vmm::FileInfo* resp) {
-  return Unary(manager_, ctx, *req, resp, &Agent::Stub::Stat);
+  return Unary<agentpb::FileInfo>(manager_, ctx, *req, resp, &Agent::Stub::Stat);
 }
 
 grpc::Status VmmService::ListDir(grpc::ServerContext* ctx, const vmm::ListDirRequest* req,
                                  vmm::ListDirResponse* resp) {
-  return Unary(manager_, ctx, *req, resp, &Agent::Stub::ListDir);
+  return Unary<agentpb::ListDirResponse>(manager_, ctx, *req, resp, &Agent::Stub::ListDir);
 }
 
 grpc::Status VmmService::MakeDir(grpc::ServerContext* ctx, const vmm::MakeDirRequest* req,
                                  vmm::Empty* resp) {
-  return Unary(manager_, ctx, *req, resp, &Agent::Stub::MakeDir);
+  return Unary<agentpb::Empty>(manager_, ctx, *req, resp, &Agent::Stub::MakeDir);
 }
 
 grpc::Status VmmService::RemovePath(grpc::ServerContext* ctx, const vmm::RemovePathRequest* req,
                                     vmm::Empty* resp) {
-  return Unary(manager_, ctx, *req, resp, &Agent::Stub::RemovePath);
+  return Unary<agentpb::Empty>(manager_, ctx, *req, resp, &Agent::Stub::RemovePath);
 }
 
 grpc::Status VmmService::PublishPort(grpc::ServerContext*, const vmm::PublishPortRequest* req,
