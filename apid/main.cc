@@ -2,6 +2,7 @@
 // sandbox's data plane) over HTTP, a gRPC client of vmmd and policyd, with
 // API tokens of its own. This file only reads options and wires objects.
 #include <cstdlib>
+#include <map>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
@@ -26,6 +27,7 @@
 #include "common/client.h"
 #include "common/daemon_runtime.h"
 #include "common/log.h"
+#include "common/peer.h"
 
 int main(int argc, char** argv) {
   std::vector<airlock::OptionSpec> options = {
@@ -34,20 +36,21 @@ int main(int argc, char** argv) {
       {"http-tls-cert", "PEM certificate chain the REST API serves with (HTTPS)", ""},
       {"http-tls-key", "PEM private key of --http-tls-cert", ""},
       {"public-url", "base URL clients reach the API at (default: from --listen)", ""},
-      {"vmmd-socket", "vmmd's Unix socket (default: <runtime-dir>/vmmd.sock)", ""},
-      {"policyd-socket", "policyd's Unix socket (default: <runtime-dir>/policyd.sock)", ""},
-      {"proxyd-socket", "proxyd's Unix socket (default: <runtime-dir>/proxyd.sock)", ""},
-      {"secretsd-socket", "secretsd's Unix socket (default: <runtime-dir>/secretsd.sock)", ""},
       {"exec-output-limit", "bytes of stdout+stderr a REST exec keeps", "16777216"},
       {"access-token-ttl", "seconds an exchanged access token is valid", "900"},
   };
+  for (auto& o : airlock::PeerOptions({"vmmd", "policyd", "proxyd", "secretsd"})) {
+    options.push_back(std::move(o));
+  }
   return airlock::DaemonMain("apid", argc, argv, options, [](airlock::DaemonRuntime& rt) {
     namespace apid = airlock::apid;
     const airlock::DaemonConfig& c = rt.config();
-    auto socket_of = [&](const std::string& option, const std::string& daemon) {
-      const std::string& v = c.options.at(option);
-      return v.empty() ? absl::StrCat(c.runtime_dir, "/", daemon, ".sock") : v;
-    };
+    std::map<std::string, airlock::Peer> peers;
+    for (const char* name : {"vmmd", "policyd", "proxyd", "secretsd"}) {
+      auto p = airlock::PeerFromConfig(c, name);
+      if (!p.ok()) return p.status();
+      peers[name] = *std::move(p);
+    }
     size_t exec_limit = 0;
     int64_t access_ttl = 0;
     if (!absl::SimpleAtoi(c.options.at("exec-output-limit"), &exec_limit) || exec_limit == 0) {
@@ -62,10 +65,10 @@ int main(int argc, char** argv) {
     if (!signer.ok()) return signer.status();
     apid::IdempotencyLedger ledger(&rt.state());
     apid::Authenticator auth(&*signer, &tokens);
-    apid::VmmClient vmm(airlock::DialUnix(socket_of("vmmd-socket", "vmmd")));
-    apid::PolicyClient policy(airlock::DialUnix(socket_of("policyd-socket", "policyd")));
-    apid::ProxyClient proxy(airlock::DialUnix(socket_of("proxyd-socket", "proxyd")));
-    apid::SecretsClient secrets(airlock::DialUnix(socket_of("secretsd-socket", "secretsd")));
+    apid::VmmClient vmm(peers["vmmd"].Dial());
+    apid::PolicyClient policy(peers["policyd"].Dial());
+    apid::ProxyClient proxy(peers["proxyd"].Dial());
+    apid::SecretsClient secrets(peers["secretsd"].Dial());
     apid::Background background;
 
     apid::Router router;

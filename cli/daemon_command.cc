@@ -22,7 +22,8 @@ void PrintStatus(const std::vector<DaemonStatus>& all, bool json) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (const auto& st : all) {
       arr.push_back({{"name", st.name}, {"state", st.state}, {"pid", st.pid},
-                     {"version", st.version}, {"socket", st.socket}, {"log", st.log}});
+                     {"version", st.version}, {"socket", st.socket}, {"log", st.log},
+                     {"remote", st.remote}});
     }
     std::cout << arr.dump(2) << "\n";
     return;

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -63,6 +64,37 @@ pid_t LivePid(const std::string& pid_file, const std::string& name) {
 
 Daemons::Daemons() : runtime_dir_(DefaultRuntimeDir()), state_dir_(DefaultStateDir()) {}
 
+absl::StatusOr<Peer> Daemons::PeerOf(const std::string& name) const {
+  std::string var = absl::StrCat("AIRLOCK_", absl::AsciiStrToUpper(name));
+  const char* value = getenv(var.c_str());
+  if (value == nullptr || *value == '\0') return Peer::Unix(SocketOf(name));
+  auto env = [](const char* v) {
+    const char* s = getenv(v);
+    return std::string(s == nullptr ? "" : s);
+  };
+  auto tls = ReadPeerTls({env("AIRLOCK_TLS_CERT"), env("AIRLOCK_TLS_KEY"), env("AIRLOCK_TLS_CA")},
+                         {"AIRLOCK_TLS_CERT", "AIRLOCK_TLS_KEY", "AIRLOCK_TLS_CA"});
+  if (!tls.ok()) return tls.status();
+  auto peer = ParsePeer(var, value, *tls);
+  if (!peer.ok() && peer.status().message().find("mutual TLS") != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, "=", value, " is TCP, which is dialed only with mutual TLS: set "
+        "AIRLOCK_TLS_CERT, AIRLOCK_TLS_KEY and AIRLOCK_TLS_CA (plaintext TCP is never dialed)"));
+  }
+  return peer;
+}
+
+bool Daemons::IsRemote(const std::string& name) const {
+  std::string var = absl::StrCat("AIRLOCK_", absl::AsciiStrToUpper(name));
+  const char* value = getenv(var.c_str());
+  return value != nullptr && *value != '\0';
+}
+
+std::shared_ptr<grpc::Channel> Daemons::Dial(const std::string& name) const {
+  auto peer = PeerOf(name);
+  return peer.ok() ? peer->Dial() : DialUnix(SocketOf(name));
+}
+
 std::string Daemons::SocketOf(const std::string& name) const {
   return absl::StrCat(runtime_dir_, "/", name, ".sock");
 }
@@ -94,11 +126,19 @@ std::vector<DaemonStatus> Daemons::Status() const {
     st.name = name;
     st.socket = SocketOf(name);
     st.log = LogOf(name);
-    st.pid = LivePid(absl::StrCat(runtime_dir_, "/", name, ".pid"), name);
-    st.state = st.pid ? "unhealthy" : "stopped";
+    st.remote = IsRemote(name);
     struct stat sb;
-    if (stat(st.socket.c_str(), &sb) == 0) {
-      auto ch = DialUnix(st.socket);
+    if (st.remote) {
+      auto peer = PeerOf(name);
+      st.socket = peer.ok() ? peer->address() : getenv(
+          absl::StrCat("AIRLOCK_", absl::AsciiStrToUpper(name)).c_str());
+      st.state = "unreachable";
+    } else {
+      st.pid = LivePid(absl::StrCat(runtime_dir_, "/", name, ".pid"), name);
+      st.state = st.pid ? "unhealthy" : "stopped";
+    }
+    if (st.remote || stat(st.socket.c_str(), &sb) == 0) {
+      auto ch = Dial(name);
       auto stub = airlock::daemon::v1::Daemon::NewStub(ch);
       grpc::ClientContext ctx;
       DeadlineAfter(ctx, std::chrono::seconds(2));
@@ -122,6 +162,14 @@ absl::Status Daemons::Start(bool progress) {
   std::vector<std::pair<std::string, pid_t>> launched;
   for (const auto& st : before) {
     if (st.state == "running") continue;
+    if (st.remote) {
+      auto peer = PeerOf(st.name);
+      if (!peer.ok()) return peer.status();
+      return absl::UnavailableError(absl::StrCat(
+          st.name, " at ", peer->address(), " (AIRLOCK_", absl::AsciiStrToUpper(st.name),
+          ") does not answer; it runs on another host: start it there, or unset the variable "
+          "to use a local one"));
+    }
     if (st.state == "unhealthy") {
       // A live process holds the lock but does not answer: give it a moment
       // (it may be starting) before declaring it stuck.
@@ -190,9 +238,17 @@ absl::Status Daemons::Stop(int grace_s, bool progress) {
 }
 
 absl::Status Daemons::EnsureRunning(const std::string& name) {
+  auto peer = PeerOf(name);
+  if (!peer.ok()) return peer.status();
   // One health check on the daemon asked for is the common, fast path.
-  auto ch = DialUnix(SocketOf(name));
-  if (CheckHealth(*ch, std::chrono::seconds(2)).ok()) return absl::OkStatus();
+  absl::Status health = CheckHealth(*peer->Dial(), std::chrono::seconds(IsRemote(name) ? 5 : 2));
+  if (health.ok()) return absl::OkStatus();
+  if (IsRemote(name)) {
+    return absl::UnavailableError(absl::StrCat(
+        name, " at ", peer->address(), " (AIRLOCK_", absl::AsciiStrToUpper(name),
+        ") does not answer: ", health.message(),
+        "; it runs on another host: start it there, or check the TLS files"));
+  }
   return Start(isatty(STDERR_FILENO));
 }
 
@@ -203,7 +259,7 @@ std::shared_ptr<grpc::Channel> ChannelTo(const std::string& name, int* exit_code
     *exit_code = 1;
     return nullptr;
   }
-  return DialUnix(d.SocketOf(name));
+  return d.Dial(name);
 }
 
 }  // namespace airlock::cli

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/peer.h"
 
 namespace airlock::cli {
 
@@ -30,15 +31,29 @@ struct DaemonStatus {
   std::string state;
   int64_t pid = 0;
   std::string version;
+  // The Unix socket, or HOST:PORT of a daemon on another host.
   std::string socket;
   std::string log;
+  // The daemon runs on another host ($AIRLOCK_<NAME>): this CLI never
+  // starts or stops it.
+  bool remote = false;
 };
 
-// Daemons manages the daemons of one runtime dir and state dir.
+// Daemons manages the daemons of one runtime dir and state dir. A daemon
+// named by $AIRLOCK_<NAME> (AIRLOCK_VMMD=host:7443, or a socket path) is
+// used where it is, over mutual TLS with $AIRLOCK_TLS_CERT, $AIRLOCK_TLS_KEY
+// and $AIRLOCK_TLS_CA for HOST:PORT; it is never started or stopped here.
 class Daemons {
  public:
   // Uses DefaultRuntimeDir() and DefaultStateDir().
   Daemons();
+
+  // PeerOf is where daemon `name` is; INVALID_ARGUMENT naming the variable
+  // when $AIRLOCK_<NAME> or the TLS files are wrong.
+  absl::StatusOr<Peer> PeerOf(const std::string& name) const;
+  // Dial returns a channel to daemon `name` (to its local socket when
+  // PeerOf fails; EnsureRunning reports that error).
+  std::shared_ptr<grpc::Channel> Dial(const std::string& name) const;
 
   // Status reports every daemon.
   std::vector<DaemonStatus> Status() const;
@@ -51,8 +66,9 @@ class Daemons {
   // (SIGKILL after `grace_s` seconds), and reports what it stopped.
   absl::Status Stop(int grace_s, bool progress);
 
-  // EnsureRunning makes sure daemon `name` answers, starting every daemon
-  // that is not running when it does not.
+  // EnsureRunning makes sure daemon `name` answers, starting every local
+  // daemon that is not running when it does not. A remote daemon that does
+  // not answer is an error saying so.
   absl::Status EnsureRunning(const std::string& name);
 
   // SocketOf is the Unix socket of daemon `name`.
@@ -63,6 +79,8 @@ class Daemons {
   absl::StatusOr<std::string> BinaryOf(const std::string& name) const;
 
  private:
+  // IsRemote: $AIRLOCK_<NAME> is set.
+  bool IsRemote(const std::string& name) const;
   std::string runtime_dir_;
   std::string state_dir_;
 };

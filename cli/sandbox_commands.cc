@@ -42,7 +42,7 @@ std::unique_ptr<vmm::Vmm::Stub> Connect() {
     std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
     return nullptr;
   }
-  return vmm::Vmm::NewStub(DialUnix(d.SocketOf("vmmd")));
+  return vmm::Vmm::NewStub(d.Dial("vmmd"));
 }
 
 void PrintError(const grpc::Status& s) { std::cerr << "airlock: " << s.error_message() << "\n"; }
@@ -668,7 +668,7 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
       std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
       return void(*exit_code = 2);
     }
-    auto gitd = airlock::git::v1::Git::NewStub(DialUnix(d.SocketOf("gitd")));
+    auto gitd = airlock::git::v1::Git::NewStub(d.Dial("gitd"));
     grpc::ClientContext ctx;
     airlock::git::v1::ReviewRequest req;
     req.set_sandbox(*review_name);

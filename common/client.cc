@@ -3,24 +3,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/peer.h"
 #include "common/status.h"
 #include "protos/grpc/health/v1/health.grpc.pb.h"
 
 namespace airlock {
 
 std::shared_ptr<grpc::Channel> DialUnix(const std::string& path) {
-  grpc::ChannelArguments args;
-  // Streams such as exec and file transfers carry large messages.
-  args.SetMaxReceiveMessageSize(64 << 20);
-  args.SetMaxSendMessageSize(64 << 20);
-  // Daemons are local: retry a refused connection quickly instead of gRPC's
-  // default backoff of a second and more, so a daemon that just started is
-  // seen at once.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  return grpc::CreateCustomChannel(absl::StrCat("unix:", path),
-                                   grpc::InsecureChannelCredentials(), args);
+  return Peer::Unix(path).Dial();
 }
 
 void DeadlineAfter(grpc::ClientContext& ctx, std::chrono::milliseconds d) {

@@ -199,7 +199,7 @@ uint64_t Attachment::open_connections() const { return state_->open.load(); }
 
 void Attachment::State::FollowPolicy() {
   while (!Stopping()) {
-    auto stub = airlock::policy::v1::Policy::NewStub(DialUnix(px->policyd_socket));
+    auto stub = airlock::policy::v1::Policy::NewStub(px->policyd.Dial());
     grpc::ClientContext ctx;
     if (!Track(&ctx)) return;
     airlock::policy::v1::SnapshotRequest req;

@@ -20,6 +20,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "common/peer.h"
 #include "common/policy/rules.h"
 #include "proxyd/decision_log.h"
 #include "proxyd/operator_network.h"
@@ -41,7 +42,8 @@ struct ProxyContext {
   std::string upstream_trust = "the host's trust store";
   Resolver resolver;
   DecisionLog* log = nullptr;
-  std::string policyd_socket;
+  // policyd, asked for the sandbox's compiled policy.
+  Peer policyd;
   // secretsd, asked for the credentials of each allowed request.
   std::shared_ptr<grpc::Channel> secretsd;
 };

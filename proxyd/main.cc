@@ -12,6 +12,7 @@
 #include "common/client.h"
 #include "common/daemon_runtime.h"
 #include "common/paths.h"
+#include "common/peer.h"
 #include "proxyd/attachment.h"
 #include "proxyd/decision_log.h"
 #include "proxyd/proxy_service.h"
@@ -45,8 +46,6 @@ int main(int argc, char** argv) {
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
   std::vector<airlock::OptionSpec> options = {
-      {"policyd-socket", "policyd's Unix socket (default: <runtime-dir>/policyd.sock)", ""},
-      {"secretsd-socket", "secretsd's Unix socket (default: <runtime-dir>/secretsd.sock)", ""},
       {"ca-dir", "directory of the interception CA (ca.key 0600, ca.crt; default: <state-dir>/ca)",
        ""},
       {"upstream-ca", "extra CA files (PEM, comma-separated) trusted for upstream TLS, "
@@ -65,6 +64,7 @@ int main(int argc, char** argv) {
                         "host's trust store (for networks that re-sign TLS); off by default",
        ""},
   };
+  for (auto& o : airlock::PeerOptions({"policyd", "secretsd"})) options.push_back(std::move(o));
   return airlock::DaemonMain("proxyd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
     const airlock::DaemonConfig& c = rt.config();
     if (absl::Status s = rt.state().Migrate(kSchema); !s.ok()) return s;
@@ -93,11 +93,12 @@ int main(int argc, char** argv) {
                                        extra > 1 ? "s" : "");
     }
     px.log = &log;
-    px.policyd_socket = c.options.at("policyd-socket").empty() ? c.runtime_dir + "/policyd.sock"
-                                                               : c.options.at("policyd-socket");
-    px.secretsd = airlock::DialUnix(c.options.at("secretsd-socket").empty()
-                                        ? c.runtime_dir + "/secretsd.sock"
-                                        : c.options.at("secretsd-socket"));
+    auto policyd = airlock::PeerFromConfig(c, "policyd");
+    if (!policyd.ok()) return policyd.status();
+    auto secretsd = airlock::PeerFromConfig(c, "secretsd");
+    if (!secretsd.ok()) return secretsd.status();
+    px.policyd = *std::move(policyd);
+    px.secretsd = secretsd->Dial();
     airlock::proxyd::ProxyService service(&rt.state(), &px);
     if (absl::Status s = service.Init(); !s.ok()) return s;
     return rt.Serve({&service}, [&] { service.Shutdown(); });

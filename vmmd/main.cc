@@ -12,6 +12,7 @@
 #include "vmmd/sandbox_manager.h"
 #include "vmmd/sandbox_store.h"
 #include "vmmd/vmm_service.h"
+#include "common/peer.h"
 
 int main(int argc, char** argv) {
   std::vector<airlock::OptionSpec> options = {
@@ -19,10 +20,6 @@ int main(int argc, char** argv) {
       {"accel", "accelerator: auto (probe KVM, else TCG), kvm or tcg", "auto"},
       {"boot-timeout", "seconds a boot may take before it fails", "180"},
       {"qemu", "QEMU system emulator binary", "qemu-system-x86_64"},
-      {"gitd-socket", "gitd's Unix socket (default: <runtime-dir>/gitd.sock)", ""},
-      {"proxyd-socket", "proxyd's Unix socket (default: <runtime-dir>/proxyd.sock)", ""},
-      {"secretsd-socket", "secretsd's Unix socket (default: <runtime-dir>/secretsd.sock)", ""},
-      {"policyd-socket", "policyd's Unix socket (default: <runtime-dir>/policyd.sock)", ""},
       {"default-registry", "registry of references without a host", "docker.io"},
       {"registry-mirror", "host[:port] that docker.io references are pulled from",
        "registry-1.docker.io"},
@@ -38,6 +35,9 @@ int main(int argc, char** argv) {
       {"jail-id-base", "first host uid/gid of the jails' pool (blocks of 65536 per sandbox)",
        "1879048192"},
   };
+  for (auto& o : airlock::PeerOptions({"gitd", "proxyd", "secretsd", "policyd"})) {
+    options.push_back(std::move(o));
+  }
   return airlock::DaemonMain("vmmd", argc, argv, options, [](airlock::DaemonRuntime& rt) {
     const airlock::DaemonConfig& c = rt.config();
     std::string accel = c.options.at("accel");
@@ -65,15 +65,13 @@ int main(int argc, char** argv) {
     mo.image_dir = c.options.at("image-dir");
     mo.accelerator = accel;
     mo.boot_timeout_s = std::atoi(c.options.at("boot-timeout").c_str());
-    mo.gitd_socket = c.options.at("gitd-socket").empty() ? c.runtime_dir + "/gitd.sock"
-                                                         : c.options.at("gitd-socket");
-    mo.proxyd_socket = c.options.at("proxyd-socket").empty() ? c.runtime_dir + "/proxyd.sock"
-                                                             : c.options.at("proxyd-socket");
-    mo.policyd_socket = c.options.at("policyd-socket").empty() ? c.runtime_dir + "/policyd.sock"
-                                                               : c.options.at("policyd-socket");
-    mo.secretsd_socket = c.options.at("secretsd-socket").empty()
-                             ? c.runtime_dir + "/secretsd.sock"
-                             : c.options.at("secretsd-socket");
+    for (auto [peer, name] : {std::pair{&mo.gitd, "gitd"}, std::pair{&mo.proxyd, "proxyd"},
+                              std::pair{&mo.policyd, "policyd"},
+                              std::pair{&mo.secretsd, "secretsd"}}) {
+      auto p = airlock::PeerFromConfig(c, name);
+      if (!p.ok()) return p.status();
+      *peer = *std::move(p);
+    }
     if (mo.boot_timeout_s <= 0) return absl::InvalidArgumentError("--boot-timeout must be > 0");
     airlock::vmmd::SandboxStore store(&rt.state());
     if (absl::Status s = store.Init(); !s.ok()) return s;
@@ -88,8 +86,8 @@ int main(int argc, char** argv) {
       registry.insecure.insert(std::string(h));
     }
     // Registry credentials stay in secretsd; vmmd asks for them per pull.
-    registry.credentials = [socket = mo.secretsd_socket](const std::string& host) {
-      return airlock::vmmd::SecretsRegistryCredentials(socket, host);
+    registry.credentials = [secretsd = mo.secretsd](const std::string& host) {
+      return airlock::vmmd::SecretsRegistryCredentials(secretsd, host);
     };
     airlock::vmmd::ImageCatalog images(image_store->get(), registry, mo.image_dir,
                                        c.options.at("default-registry"));

@@ -25,10 +25,10 @@ std::string Hint(grpc::StatusCode code) {
 
 }  // namespace
 
-RegistryCredentials SecretsRegistryCredentials(const std::string& secretsd_socket,
+RegistryCredentials SecretsRegistryCredentials(const Peer& secretsd,
                                                const std::string& host) {
   namespace pb = airlock::secrets::v1;
-  auto secrets = pb::Secrets::NewStub(DialUnix(secretsd_socket));
+  auto secrets = pb::Secrets::NewStub(secretsd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, std::chrono::seconds(10));
   pb::ResolveRegistryRequest req;
@@ -42,7 +42,7 @@ RegistryCredentials SecretsRegistryCredentials(const std::string& secretsd_socke
     AIRLOCK_LOG_WARN(
         "no registry credential from secretsd; pulling anonymously",
         {{"host", host},
-         {"socket", secretsd_socket},
+         {"secretsd", secretsd.address()},
          {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code()))},
          {"error", s.error_message()},
          {"hint", Hint(s.error_code())}});

@@ -1,8 +1,8 @@
 // SandboxManager's kit support: resolving a sandbox's kits through
 // policyd's gate at create and on update, binding their credentials in
-// secretsd per phase, and applying the rest of the plan (volumes, files,
-// install and startup hooks, the switch from install to runtime rules) at
-// boot, before the sandbox is RUNNING.
+// secretsd per phase, and applying the rest of the plan (volumes and files
+// through vmmd/kit_files.h, install and startup hooks, the switch from
+// install to runtime rules) at boot, before the sandbox is RUNNING.
 #include <cmath>
 #include <set>
 
@@ -14,6 +14,7 @@
 #include "protos/secrets/v1/secrets.grpc.pb.h"
 #include "vmmd/agent_image.h"
 #include "vmmd/guest_run.h"
+#include "vmmd/kit_files.h"
 #include "vmmd/port_forwarder.h"
 #include "vmmd/sandbox_manager.h"
 
@@ -24,36 +25,6 @@ namespace pb = airlock::policy::v1;
 using std::chrono::seconds;
 
 namespace {
-
-// Volumes are made (and tmpfs mounted) by one script: $1 path, $2 tmpfs
-// ("1"/"0"), $3 size ("" or e.g. "16m"), $4 mode ("" or octal). The mount
-// root belongs to the agent user.
-constexpr char kVolumeScript[] = R"(set -e
-path=$1 tmpfs=$2 size=$3 mode=$4
-mkdir -p "$path"
-if [ "$tmpfs" = 1 ] && ! mountpoint -q "$path"; then
-  opts=nosuid,nodev
-  [ -n "$size" ] && opts="$opts,size=$size"
-  mount -t tmpfs -o "$opts" tmpfs "$path"
-fi
-chown -h agent:agent "$path" 2>/dev/null || true
-[ -n "$mode" ] && chmod "$mode" "$path"
-exit 0)";
-
-// Files: $1 path, $2 mode, $3 overwrite ("1"/"0"), $4 content (one exec
-// argument; policyd caps it at 96 KiB). Written through a fresh temporary
-// file and renamed, so a link planted at the path is replaced, never
-// followed.
-constexpr char kFileScript[] = R"(set -e
-path=$1 mode=$2 overwrite=$3
-if [ "$overwrite" = 0 ] && { [ -e "$path" ] || [ -L "$path" ]; }; then exit 0; fi
-dir=$(dirname "$path")
-if [ ! -d "$dir" ]; then mkdir -p "$dir"; chown -h agent:agent "$dir" 2>/dev/null || true; fi
-tmp=$(mktemp "$dir/.airlock-kit.XXXXXX")
-printf '%s' "$4" > "$tmp"
-chown agent:agent "$tmp" 2>/dev/null || true
-chmod "${mode:-0644}" "$tmp"
-mv -fT "$tmp" "$path")";
 
 std::string Describe(const pb::KitHook& h) {
   std::string cmd = absl::StrJoin(h.command(), " ");
@@ -69,7 +40,7 @@ std::string Tail(const std::string& out) {
 
 absl::StatusOr<pb::ResolveResponse> SandboxManager::ResolveKits(const vmm::SandboxSpec& spec,
                                                                 bool create) {
-  auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
+  auto policy = pb::Policy::NewStub(options_.policyd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(60));
   pb::ResolveRequest req;
@@ -81,7 +52,7 @@ absl::StatusOr<pb::ResolveResponse> SandboxManager::ResolveKits(const vmm::Sandb
   req.set_create(create);
   pb::ResolveResponse resp;
   grpc::Status s = policy->Resolve(&ctx, req, &resp);
-  if (absl::Status e = DaemonCallError("policyd", options_.policyd_socket, "resolve the kits", s);
+  if (absl::Status e = DaemonCallError("policyd", options_.policyd.address(), "resolve the kits", s);
       !e.ok()) {
     return e;
   }
@@ -89,7 +60,7 @@ absl::StatusOr<pb::ResolveResponse> SandboxManager::ResolveKits(const vmm::Sandb
 }
 
 absl::Status SandboxManager::ForgetKits(const std::string& name) {
-  auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
+  auto policy = pb::Policy::NewStub(options_.policyd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(10));
   pb::ForgetKitsRequest req;
@@ -98,14 +69,14 @@ absl::Status SandboxManager::ForgetKits(const std::string& name) {
   grpc::Status s = policy->ForgetKits(&ctx, req, &resp);
   if (!s.ok()) {
     return absl::UnavailableError(absl::StrCat(
-        "policyd at ", options_.policyd_socket, " did not drop the sandbox's kit grant (",
+        "policyd at ", options_.policyd.address(), " did not drop the sandbox's kit grant (",
         s.error_message(), "); start it with `airlock daemon start` and retry"));
   }
   return absl::OkStatus();
 }
 
 absl::Status SandboxManager::ForgetSandboxRules(const std::string& name) {
-  auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
+  auto policy = pb::Policy::NewStub(options_.policyd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(10));
   pb::ListRulesRequest req;
@@ -124,7 +95,7 @@ absl::Status SandboxManager::ForgetSandboxRules(const std::string& name) {
   }
   if (!s.ok()) {
     return absl::UnavailableError(absl::StrCat(
-        "policyd at ", options_.policyd_socket, " did not drop the sandbox's own rules (",
+        "policyd at ", options_.policyd.address(), " did not drop the sandbox's own rules (",
         s.error_message(), "); start it with `airlock daemon start` and retry"));
   }
   return absl::OkStatus();
@@ -144,7 +115,7 @@ void SandboxManager::ForgetKitRegistration(const std::string& name) {
 
 absl::Status SandboxManager::SetKitPhase(const std::string& name, const pb::KitPlan& plan,
                                          const std::string& phase) {
-  auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
+  auto policy = pb::Policy::NewStub(options_.policyd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(10));
   pb::SetKitPhaseRequest req;
@@ -153,7 +124,7 @@ absl::Status SandboxManager::SetKitPhase(const std::string& name, const pb::KitP
   pb::SetKitPhaseResponse resp;
   grpc::Status s = policy->SetKitPhase(&ctx, req, &resp);
   if (absl::Status e = DaemonCallError(
-          "policyd", options_.policyd_socket,
+          "policyd", options_.policyd.address(),
           absl::StrCat("put the kits' ", phase, " network rules in force"), s,
           absl::StrCat("the kits' ", phase, " phase"));
       !e.ok()) {
@@ -164,7 +135,7 @@ absl::Status SandboxManager::SetKitPhase(const std::string& name, const pb::KitP
 
 absl::Status SandboxManager::BindKitCredentials(const std::string& name, const pb::KitPlan& plan,
                                                 const std::string& phase) {
-  auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
+  auto secrets = airlock::secrets::v1::Secrets::NewStub(options_.secretsd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(10));
   airlock::secrets::v1::BindKitRequest req;
@@ -199,7 +170,7 @@ absl::Status SandboxManager::BindKitCredentials(const std::string& name, const p
   }
   airlock::secrets::v1::BindKitResponse resp;
   grpc::Status s = secrets->BindKit(&ctx, req, &resp);
-  if (absl::Status e = DaemonCallError("secretsd", options_.secretsd_socket,
+  if (absl::Status e = DaemonCallError("secretsd", options_.secretsd.address(),
                                        "bind the kits' credentials", s, "the kits' credentials");
       !e.ok()) {
     return e;
@@ -265,16 +236,10 @@ absl::Status SandboxManager::ApplyKitsAtBoot(const std::string& name,
     return absl::OkStatus();
   };
   for (const pb::KitVolume& v : plan.volumes()) {
-    GuestCommand cmd{{"sh", "-c", kVolumeScript, "kit-volume", v.path(), v.tmpfs() ? "1" : "0",
-                      v.tmpfs() ? v.size() : "", v.mode()},
-                     "root"};
-    if (absl::Status s = run(cmd, "kit volume " + v.path()); !s.ok()) return s;
+    if (absl::Status s = MakeKitVolume(agent, v); !s.ok()) return s;
   }
   for (const pb::KitFile& f : plan.files()) {
-    GuestCommand cmd{{"sh", "-c", kFileScript, "kit-file", f.path(), f.mode(),
-                      f.overwrite() ? "1" : "0", f.content()},
-                     "root"};
-    if (absl::Status s = run(cmd, "kit file " + f.path()); !s.ok()) return s;
+    if (absl::Status s = WriteKitFile(agent, f); !s.ok()) return s;
   }
   // The environment a hook may see: the baseline the agent always sets,
   // plus the names it declares, from the sandbox's own environment as the
@@ -340,7 +305,7 @@ absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
   google::protobuf::Map<std::string, std::string> args;
   if (!req.approve_hold().empty()) {
     // Approval applies exactly what policyd held; nothing is read again.
-    auto policy = pb::Policy::NewStub(DialUnix(options_.policyd_socket));
+    auto policy = pb::Policy::NewStub(options_.policyd.Dial());
     grpc::ClientContext ctx;
     DeadlineAfter(ctx, seconds(30));
     pb::ApproveRequest areq;
@@ -355,7 +320,7 @@ absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
       pb::ListHoldsResponse holds;
       grpc::Status ls = policy->ListHolds(&lctx, lreq, &holds);
       if (absl::Status e =
-              DaemonCallError("policyd", options_.policyd_socket, "list the held updates", ls);
+              DaemonCallError("policyd", options_.policyd.address(), "list the held updates", ls);
           !e.ok()) {
         return e;
       }
@@ -368,7 +333,7 @@ absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
     }
     grpc::Status s = policy->Approve(&ctx, areq, &approved);
     if (absl::Status e =
-            DaemonCallError("policyd", options_.policyd_socket, "approve the held update", s);
+            DaemonCallError("policyd", options_.policyd.address(), "approve the held update", s);
         !e.ok()) {
       return e;
     }

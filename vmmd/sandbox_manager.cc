@@ -449,7 +449,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
   // The review baseline is taken before the guest can touch anything
   // (direct mode: clone mode shares nothing writable).
   if (spec.mounts_size() > 0 && !spec.clone()) {
-    auto gitd = airlock::git::v1::Git::NewStub(DialUnix(options_.gitd_socket));
+    auto gitd = airlock::git::v1::Git::NewStub(options_.gitd.Dial());
     grpc::ClientContext ctx;
     DeadlineAfter(ctx, seconds(120));
     airlock::git::v1::BaselineRequest req;
@@ -460,7 +460,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
     if (!s.ok()) {
       return absl::UnavailableError(absl::StrCat(
           "cannot record the review baseline of the shared paths: gitd at ",
-          options_.gitd_socket, ": ", s.error_message(), " (`airlock daemon start`)"));
+          options_.gitd.address(), ": ", s.error_message(), " (`airlock daemon start`)"));
     }
   }
 
@@ -828,7 +828,7 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
 }
 
 absl::Status SandboxManager::AttachEgress(const std::string& name, const VmConfig& config) {
-  auto proxy = airlock::proxy::v1::Proxy::NewStub(DialUnix(options_.proxyd_socket));
+  auto proxy = airlock::proxy::v1::Proxy::NewStub(options_.proxyd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(60));
   airlock::proxy::v1::AttachRequest req;
@@ -838,7 +838,7 @@ absl::Status SandboxManager::AttachEgress(const std::string& name, const VmConfi
   grpc::Status s = proxy->Attach(&ctx, req, &resp);
   if (!s.ok()) {
     return absl::UnavailableError(absl::StrCat(
-        "cannot attach the sandbox's egress to proxyd at ", options_.proxyd_socket, ": ",
+        "cannot attach the sandbox's egress to proxyd at ", options_.proxyd.address(), ": ",
         s.error_message(), " (start it with `airlock daemon start`)"));
   }
   return absl::OkStatus();
@@ -847,7 +847,7 @@ absl::Status SandboxManager::AttachEgress(const std::string& name, const VmConfi
 absl::StatusOr<std::map<std::string, std::string>> SandboxManager::SecretSentinels(
     const std::string& name, bool without_globals, bool registry_credentials) {
   std::map<std::string, std::string> out;
-  auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
+  auto secrets = airlock::secrets::v1::Secrets::NewStub(options_.secretsd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(5));
   airlock::secrets::v1::SentinelsRequest req;
@@ -856,7 +856,7 @@ absl::StatusOr<std::map<std::string, std::string>> SandboxManager::SecretSentine
   req.set_registry_credentials(registry_credentials);
   airlock::secrets::v1::SentinelsResponse resp;
   grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
-  if (absl::Status e = DaemonCallError("secretsd", options_.secretsd_socket,
+  if (absl::Status e = DaemonCallError("secretsd", options_.secretsd.address(),
                                        "give the sandbox's credential variables", s,
                                        "the sandbox");
       !e.ok()) {
@@ -867,7 +867,7 @@ absl::StatusOr<std::map<std::string, std::string>> SandboxManager::SecretSentine
 }
 
 grpc::Status SandboxManager::SecretsForget(const std::string& name, bool keep_secrets) {
-  auto secrets = airlock::secrets::v1::Secrets::NewStub(DialUnix(options_.secretsd_socket));
+  auto secrets = airlock::secrets::v1::Secrets::NewStub(options_.secretsd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(10));
   airlock::secrets::v1::ForgetRequest req;
@@ -881,7 +881,7 @@ absl::Status SandboxManager::ForgetSecrets(const std::string& name) {
   grpc::Status s = SecretsForget(name, false);
   if (!s.ok()) {
     return absl::UnavailableError(absl::StrCat(
-        "cannot remove sandbox ", name, ": secretsd at ", options_.secretsd_socket,
+        "cannot remove sandbox ", name, ": secretsd at ", options_.secretsd.address(),
         " must forget its secrets first and did not answer (", s.error_message(),
         "); start it with `airlock daemon start` and retry"));
   }
@@ -889,7 +889,7 @@ absl::Status SandboxManager::ForgetSecrets(const std::string& name) {
 }
 
 void SandboxManager::DetachEgress(const std::string& name) {
-  auto proxy = airlock::proxy::v1::Proxy::NewStub(DialUnix(options_.proxyd_socket));
+  auto proxy = airlock::proxy::v1::Proxy::NewStub(options_.proxyd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(10));
   airlock::proxy::v1::DetachRequest req;
@@ -1070,7 +1070,7 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
   if (sb.spec().clone() || sb.spec().mounts_size() > 0) {
     // Forget the review baseline, and in clone mode remove the host repo's
     // sandbox-<name> remote.
-    auto gitd = airlock::git::v1::Git::NewStub(DialUnix(options_.gitd_socket));
+    auto gitd = airlock::git::v1::Git::NewStub(options_.gitd.Dial());
     grpc::ClientContext ctx;
     DeadlineAfter(ctx, seconds(10));
     airlock::git::v1::UnpublishRequest req;
@@ -1194,7 +1194,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> SandboxManager::AgentChannel(
 }
 
 absl::StatusOr<vmm::CloneInfo> SandboxManager::PrepareClone(const vmm::SandboxSpec& spec) {
-  auto gitd = airlock::git::v1::Git::NewStub(DialUnix(options_.gitd_socket));
+  auto gitd = airlock::git::v1::Git::NewStub(options_.gitd.Dial());
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(30));
   airlock::git::v1::PrepareCloneRequest req;
@@ -1205,7 +1205,7 @@ absl::StatusOr<vmm::CloneInfo> SandboxManager::PrepareClone(const vmm::SandboxSp
   grpc::Status s = gitd->PrepareClone(&ctx, req, &resp);
   if (!s.ok()) {
     if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      return absl::UnavailableError(absl::StrCat("gitd is not reachable at ", options_.gitd_socket,
+      return absl::UnavailableError(absl::StrCat("gitd is not reachable at ", options_.gitd.address(),
                                                  " (`airlock daemon start`)"));
     }
     return absl::InvalidArgumentError(absl::StrCat("clone mode: ", s.error_message()));
@@ -1261,7 +1261,7 @@ void SandboxManager::PublishClone(const std::string& name) {
   }
   for (const auto& p : sb.ports()) {
     if (p.sandbox_port() != kGitDaemonPort) continue;
-    auto gitd = airlock::git::v1::Git::NewStub(DialUnix(options_.gitd_socket));
+    auto gitd = airlock::git::v1::Git::NewStub(options_.gitd.Dial());
     grpc::ClientContext ctx;
     DeadlineAfter(ctx, seconds(10));
     airlock::git::v1::PublishRequest req;

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "protos/vmm/v1/vmm.pb.h"
 #include "common/agent_link.h"
+#include "common/peer.h"
 #include "vmmd/hypervisor.h"
 #include "vmmd/sandbox_jails.h"
 #include "vmmd/image_catalog.h"
@@ -39,14 +40,14 @@ struct ManagerOptions {
   std::string accelerator = "auto";
   // Seconds a boot may take until the agent answers.
   int boot_timeout_s = 180;
-  // gitd's socket: the review baseline of shared paths is recorded there.
-  std::string gitd_socket;
-  // proxyd's Unix socket: every boot attaches the sandbox's egress port.
-  std::string proxyd_socket;
-  // secretsd's Unix socket: sentinels for the guest's environment.
-  std::string secretsd_socket;
-  // policyd's Unix socket: kits are resolved and gated there.
-  std::string policyd_socket;
+  // gitd: the review baseline of shared paths is recorded there.
+  Peer gitd;
+  // proxyd: every boot attaches the sandbox's egress port.
+  Peer proxyd;
+  // secretsd: sentinels for the guest's environment.
+  Peer secretsd;
+  // policyd: kits are resolved and gated there.
+  Peer policyd;
   // The jails of QEMU and virtiofsd (sandbox_jails.h).
   bool jail = true;
   uint32_t jail_id_base = kDefaultJailIdBase;
