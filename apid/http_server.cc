@@ -496,12 +496,12 @@ absl::Status HttpServer::Listen() {
         absl::StrCat("--listen \"", o.listen, "\" is not HOST:PORT (e.g. 127.0.0.1:7777)"));
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
-    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+    return absl::InvalidArgumentError("--http-tls-cert and --http-tls-key go together");
   }
   if (o.tls_cert.empty() && !IsLoopbackListen(o.listen)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen ", o.listen,
-        " is not a loopback address: give --tls-cert and --tls-key to serve it with TLS"));
+        " is not a loopback address: give --http-tls-cert and --http-tls-key to serve it with TLS"));
   }
   if (!o.tls_cert.empty()) {
     auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
@@ -510,9 +510,9 @@ absl::Status HttpServer::Listen() {
                      asio::ssl::context::no_tlsv1_1);
     beast::error_code ec;
     ctx->use_certificate_chain_file(o.tls_cert, ec);
-    if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-cert ", o.tls_cert, ": ", ec.message()));
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--http-tls-cert ", o.tls_cert, ": ", ec.message()));
     ctx->use_private_key_file(o.tls_key, asio::ssl::context::pem, ec);
-    if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-key ", o.tls_key, ": ", ec.message()));
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--http-tls-key ", o.tls_key, ": ", ec.message()));
     impl_->tls = std::move(ctx);
   }
   beast::error_code ec;

@@ -143,7 +143,7 @@ TEST(HttpServerTest, ServesKeepAliveAndRefusesBadInput) {
   HttpServer refused(wide, [](const HttpRequest&) { return HttpResponse(); }, nullptr);
   absl::Status s = refused.Start();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("--tls-cert"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("give --http-tls-cert and --http-tls-key"), std::string::npos) << s.message();
   EXPECT_TRUE(IsLoopbackListen("127.0.0.2:80"));
   EXPECT_TRUE(IsLoopbackListen("[::1]:80"));
   EXPECT_FALSE(IsLoopbackListen("10.0.0.1:80"));

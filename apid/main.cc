@@ -1,6 +1,7 @@
 // apid: the Cloud Sandboxes-compatible REST API (management and each
-// sandbox's data plane) over HTTP, a gRPC client of vmmd and policyd, with
-// API tokens of its own. This file only reads options and wires objects.
+// sandbox's data plane) over HTTP, a gRPC client of vmmd, policyd, proxyd
+// and secretsd, with API tokens of its own. This file only reads options and
+// wires objects.
 #include <cstdlib>
 #include <map>
 

@@ -1,7 +1,7 @@
 // A host daemon's connection to one of a sandbox's agent ports (vmmd's agent
 // port, proxyd's egress port): a Unix socket to the
 // hypervisor's end of the virtio-serial port, opened with the hello
-// handshake (guest/hello.h) and handed to gRPC as a channel of its own. When
+// handshake (common/channel_hello.h) and handed to gRPC as a channel of its own. When
 // that connection breaks, the next call makes a new one; gRPC never
 // reconnects behind our back, which the byte stream could not tell apart.
 #ifndef AIRLOCK_COMMON_AGENT_LINK_H_

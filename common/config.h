@@ -1,5 +1,5 @@
 // Daemon configuration: command-line flags and an optional config file,
-// shared by all five daemons. Flags win over the file; unknown keys in
+// shared by all six daemons. Flags win over the file; unknown keys in
 // either are errors.
 #ifndef AIRLOCK_COMMON_CONFIG_H_
 #define AIRLOCK_COMMON_CONFIG_H_

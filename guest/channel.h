@@ -20,7 +20,7 @@ absl::StatusOr<std::string> FindVirtioPort(const std::string& name);
 
 // ServePort never returns: it bridges `device` to `server` through a
 // socketpair per host connection. Each connection starts with the hello
-// handshake (hello.h); when vmmd hangs up, or the gRPC transport ends, the
+// handshake (common/channel_hello.h); when vmmd hangs up, or the gRPC transport ends, the
 // agent waits for the next hello, so every connection gets a clean HTTP/2
 // stream. `on_ready` runs once the port is open.
 [[noreturn]] void ServePort(grpc::Server* server, const std::string& device,
