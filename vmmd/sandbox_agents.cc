@@ -36,8 +36,7 @@ absl::StatusOr<vmm::ImageRef> SandboxManager::InstallAgentImage(const std::strin
   const std::string agent = sb.spec().agent();
   const std::string what = absl::StrCat(agent, " ", AgentVersionOf(tag));
   auto report = [&](const std::string& step) {
-    (void)Update(name, absl::StrCat("installing ", what, " (first run): ", step),
-                 [](vmm::Sandbox&) {});
+    SetProgress(name, absl::StrCat("installing ", what, " (first run): ", step));
   };
   // Watch calls its `cancelled` with mu_ held; cancelled() takes it.
   auto cancelled_locked = [&] {
@@ -77,11 +76,18 @@ absl::StatusOr<vmm::ImageRef> SandboxManager::InstallAgentImage(const std::strin
   struct RemoveBuilder {
     SandboxManager* m;
     std::string name;
-    ~RemoveBuilder() { (void)m->Remove(name, true); }
+    ~RemoveBuilder() {
+      if (absl::Status s = m->Remove(name, true); !s.ok()) {
+        AIRLOCK_LOG_ERROR("cannot remove the agent install's sandbox; `airlock rm -f` it",
+                          {{"sandbox", name}, {"error", std::string(s.message())}});
+      }
+    }
   } remove_builder{this, builder};
 
   // RUNNING means its install hooks ran, under the install-phase rules.
   vmm::Sandbox last;
+  // How it ended is read from `last`; a Watch that fails (the sandbox went
+  // away) leaves it short of RUNNING, which is reported below.
   (void)Watch(
       builder,
       [&](const vmm::Sandbox& b, const std::string& progress) {

@@ -40,9 +40,6 @@ std::string Tail(const std::string& out) {
 
 absl::StatusOr<pb::ResolveResponse> SandboxManager::ResolveKits(const vmm::SandboxSpec& spec,
                                                                 bool create) {
-  auto policy = pb::Policy::NewStub(options_.policyd.Dial());
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(60));
   pb::ResolveRequest req;
   req.set_sandbox(spec.name());
   for (const auto& k : spec.kits()) req.add_kits()->set_ref(k);
@@ -50,55 +47,15 @@ absl::StatusOr<pb::ResolveResponse> SandboxManager::ResolveKits(const vmm::Sandb
   *req.mutable_env() = spec.env();
   req.set_allow_privileged(spec.allow_privileged());
   req.set_create(create);
-  pb::ResolveResponse resp;
-  grpc::Status s = policy->Resolve(&ctx, req, &resp);
-  if (absl::Status e = DaemonCallError("policyd", options_.policyd.address(), "resolve the kits", s);
-      !e.ok()) {
-    return e;
-  }
-  return resp;
+  return peers_.policy->Resolve(req);
 }
 
 absl::Status SandboxManager::ForgetKits(const std::string& name) {
-  auto policy = pb::Policy::NewStub(options_.policyd.Dial());
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(10));
-  pb::ForgetKitsRequest req;
-  req.set_sandbox(name);
-  pb::ForgetKitsResponse resp;
-  grpc::Status s = policy->ForgetKits(&ctx, req, &resp);
-  if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "policyd at ", options_.policyd.address(), " did not drop the sandbox's kit grant (",
-        s.error_message(), "); start it with `airlock daemon start` and retry"));
-  }
-  return absl::OkStatus();
+  return peers_.policy->ForgetKits(name);
 }
 
 absl::Status SandboxManager::ForgetSandboxRules(const std::string& name) {
-  auto policy = pb::Policy::NewStub(options_.policyd.Dial());
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(10));
-  pb::ListRulesRequest req;
-  req.set_sandbox(name);
-  pb::ListRulesResponse rules;
-  grpc::Status s = policy->ListRules(&ctx, req, &rules);
-  for (const auto& r : rules.rules()) {
-    if (!s.ok()) break;
-    if (r.sandbox() != name) continue;
-    grpc::ClientContext rm_ctx;
-    DeadlineAfter(rm_ctx, seconds(10));
-    pb::RemoveRulesRequest rm;
-    rm.set_id(r.id());
-    pb::RemoveRulesResponse removed;
-    s = policy->RemoveRules(&rm_ctx, rm, &removed);
-  }
-  if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "policyd at ", options_.policyd.address(), " did not drop the sandbox's own rules (",
-        s.error_message(), "); start it with `airlock daemon start` and retry"));
-  }
-  return absl::OkStatus();
+  return peers_.policy->ForgetSandboxRules(name);
 }
 
 std::vector<std::string> SandboxManager::KitNotes(const pb::ResolveResponse& r) {
@@ -110,34 +67,22 @@ std::vector<std::string> SandboxManager::KitNotes(const pb::ResolveResponse& r) 
 }
 
 void SandboxManager::ForgetKitRegistration(const std::string& name) {
-  (void)SecretsForget(name, true);
+  // Best effort, after a create failed: a registration left behind is
+  // replaced by the next create of the name.
+  if (absl::Status s = peers_.secrets->Forget(name, true); !s.ok()) {
+    AIRLOCK_LOG_WARN("cannot drop the secrets registration of a create that failed",
+                     {{"sandbox", name}, {"error", std::string(s.message())}});
+  }
 }
 
 absl::Status SandboxManager::SetKitPhase(const std::string& name, const pb::KitPlan& plan,
                                          const std::string& phase) {
-  auto policy = pb::Policy::NewStub(options_.policyd.Dial());
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(10));
-  pb::SetKitPhaseRequest req;
-  req.set_sandbox(name);
-  req.set_phase(phase);
-  pb::SetKitPhaseResponse resp;
-  grpc::Status s = policy->SetKitPhase(&ctx, req, &resp);
-  if (absl::Status e = DaemonCallError(
-          "policyd", options_.policyd.address(),
-          absl::StrCat("put the kits' ", phase, " network rules in force"), s,
-          absl::StrCat("the kits' ", phase, " phase"));
-      !e.ok()) {
-    return e;
-  }
+  if (absl::Status s = peers_.policy->SetKitPhase(name, phase); !s.ok()) return s;
   return BindKitCredentials(name, plan, phase);
 }
 
 absl::Status SandboxManager::BindKitCredentials(const std::string& name, const pb::KitPlan& plan,
                                                 const std::string& phase) {
-  auto secrets = airlock::secrets::v1::Secrets::NewStub(options_.secretsd.Dial());
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(10));
   airlock::secrets::v1::BindKitRequest req;
   req.set_sandbox(name);
   std::set<std::string> required;
@@ -168,15 +113,10 @@ absl::Status SandboxManager::BindKitCredentials(const std::string& name, const p
     }
     if (!c.optional()) required.insert(c.service());
   }
-  airlock::secrets::v1::BindKitResponse resp;
-  grpc::Status s = secrets->BindKit(&ctx, req, &resp);
-  if (absl::Status e = DaemonCallError("secretsd", options_.secretsd.address(),
-                                       "bind the kits' credentials", s, "the kits' credentials");
-      !e.ok()) {
-    return e;
-  }
+  auto resp = peers_.secrets->BindKit(req);
+  if (!resp.ok()) return resp.status();
   std::vector<std::string> missing;
-  for (const auto& service : resp.unbound()) {
+  for (const auto& service : resp->unbound()) {
     if (required.count(service)) missing.push_back(service);
   }
   if (!missing.empty()) {
@@ -225,7 +165,7 @@ absl::Status SandboxManager::ApplyKitsAtBoot(const std::string& name,
   }
   if (!sb.has_kit_plan()) return absl::OkStatus();
   const pb::KitPlan& plan = sb.kit_plan();
-  (void)Update(name, "applying kits", [](vmm::Sandbox&) {});
+  SetProgress(name, "applying kits");
   auto run = [&](GuestCommand cmd, const std::string& what) -> absl::Status {
     auto r = GuestRun(agent, cmd);
     if (!r.ok()) return absl::UnavailableError(absl::StrCat(what, ": ", r.status().message()));
@@ -268,8 +208,7 @@ absl::Status SandboxManager::ApplyKitsAtBoot(const std::string& name,
     env = phase_env();
     for (int i = 0; i < plan.install_size(); ++i) {
       const pb::KitHook& h = plan.install(i);
-      (void)Update(name, absl::StrCat("kit install hook ", i + 1, "/", plan.install_size()),
-                   [](vmm::Sandbox&) {});
+      SetProgress(name, absl::StrCat("kit install hook ", i + 1, "/", plan.install_size()));
       if (absl::Status s = run(hook(h, "root"), absl::StrCat("kit install hook ", i + 1, " (",
                                                              Describe(h), ")"));
           !s.ok()) {
@@ -305,38 +244,20 @@ absl::StatusOr<vmm::UpdateKitsResponse> SandboxManager::UpdateKits(
   google::protobuf::Map<std::string, std::string> args;
   if (!req.approve_hold().empty()) {
     // Approval applies exactly what policyd held; nothing is read again.
-    auto policy = pb::Policy::NewStub(options_.policyd.Dial());
-    grpc::ClientContext ctx;
-    DeadlineAfter(ctx, seconds(30));
-    pb::ApproveRequest areq;
-    areq.set_hold_id(req.approve_hold());
-    pb::ApproveResponse approved;
     if (!name.empty()) {
       // Check the hold is this sandbox's before granting anything.
-      grpc::ClientContext lctx;
-      DeadlineAfter(lctx, seconds(10));
-      pb::ListHoldsRequest lreq;
-      lreq.set_sandbox(name);
-      pb::ListHoldsResponse holds;
-      grpc::Status ls = policy->ListHolds(&lctx, lreq, &holds);
-      if (absl::Status e =
-              DaemonCallError("policyd", options_.policyd.address(), "list the held updates", ls);
-          !e.ok()) {
-        return e;
-      }
+      auto holds = peers_.policy->ListHolds(name);
+      if (!holds.ok()) return holds.status();
       bool mine = false;
-      for (const auto& h : holds.holds()) mine |= h.id() == req.approve_hold();
+      for (const auto& h : holds->holds()) mine |= h.id() == req.approve_hold();
       if (!mine) {
         return absl::NotFoundError(absl::StrCat("sandbox ", name, " has no held update ",
                                                 req.approve_hold(), " (`airlock kit holds`)"));
       }
     }
-    grpc::Status s = policy->Approve(&ctx, areq, &approved);
-    if (absl::Status e =
-            DaemonCallError("policyd", options_.policyd.address(), "approve the held update", s);
-        !e.ok()) {
-      return e;
-    }
+    auto granted = peers_.policy->Approve(req.approve_hold());
+    if (!granted.ok()) return granted.status();
+    const pb::ApproveResponse& approved = *granted;
     name = approved.sandbox();
     for (const auto& k : approved.kits()) *kits.Add() = k.ref();
     args = approved.args();

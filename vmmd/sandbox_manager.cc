@@ -96,25 +96,18 @@ bool RemoveTree(const std::string& path) {
 
 }  // namespace
 
-absl::Status DaemonCallError(const std::string& daemon, const std::string& socket,
-                             const std::string& did_not, const grpc::Status& s,
-                             const std::string& refused) {
-  if (s.ok()) return absl::OkStatus();
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::UnavailableError(absl::StrCat(daemon, " at ", socket, " did not ", did_not, " (",
-                                               s.error_message(),
-                                               "); start it with `airlock daemon start`"));
-  }
-  if (refused.empty()) return FromGrpc(s);
-  return absl::FailedPreconditionError(
-      absl::StrCat(daemon, " refused ", refused, ": ", s.error_message()));
-}
-
 SandboxManager::SandboxManager(ManagerOptions options, SandboxStore* store,
                                ImageCatalog* images, std::unique_ptr<Hypervisor> hypervisor,
                                HostFacts host)
+    : SandboxManager(options, store, images, std::move(hypervisor), host,
+                     GrpcPeerClients(options.gitd, options.proxyd, options.secretsd,
+                                     options.policyd)) {}
+
+SandboxManager::SandboxManager(ManagerOptions options, SandboxStore* store,
+                               ImageCatalog* images, std::unique_ptr<Hypervisor> hypervisor,
+                               HostFacts host, PeerClients peers)
     : options_(std::move(options)),
+      peers_(std::move(peers)),
       store_(store),
       images_(images),
       hypervisor_(std::move(hypervisor)),
@@ -202,6 +195,24 @@ absl::Status SandboxManager::Update(const std::string& name, const std::string& 
   return absl::OkStatus();
 }
 
+void SandboxManager::SetProgress(const std::string& name, const std::string& progress) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(name);
+  if (it == records_.end()) return;
+  it->second.progress = progress;
+  ++it->second.version;
+  changed_.notify_all();
+}
+
+void SandboxManager::UpdateOrWarn(const std::string& name, const std::string& progress,
+                                  const std::function<void(vmm::Sandbox&)>& mutate) {
+  absl::Status s = Update(name, progress, mutate);
+  if (!s.ok() && s.code() != absl::StatusCode::kNotFound) {
+    AIRLOCK_LOG_ERROR("cannot record the sandbox's state; it holds until vmmd restarts",
+                      {{"sandbox", name}, {"error", std::string(s.message())}});
+  }
+}
+
 absl::StatusOr<vmm::Sandbox> SandboxManager::SetDisplayName(const std::string& name,
                                                             const std::string& display_name) {
   if (absl::Status s = ValidateDisplayName(display_name); !s.ok()) return s;
@@ -283,7 +294,10 @@ std::string SandboxManager::Accelerator() {
   auto [accel, why] = hypervisor_->ProbeAccelerator(images->kernel, images->initrd,
                                                     options_.state_dir);
   AIRLOCK_LOG_INFO("accelerator chosen", {{"accelerator", accel}, {"reason", why}});
-  (void)store_->SetSetting(key, accel);
+  // Without the cache the next vmmd start probes again; nothing else.
+  if (absl::Status s = store_->SetSetting(key, accel); !s.ok()) {
+    AIRLOCK_LOG_WARN("cannot cache the accelerator verdict", {{"error", std::string(s.message())}});
+  }
   return accelerator_ = accel;
 }
 
@@ -313,7 +327,12 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
     bool held = false;      // policyd and secretsd hold state for it
     ~KitGrant() {
       if (held) {
-        (void)manager->ForgetKits(name);
+        // Best effort: the create already failed with its own error, and a
+        // grant left behind is dropped again by the next create of the name.
+        if (absl::Status s = manager->ForgetKits(name); !s.ok()) {
+          AIRLOCK_LOG_WARN("cannot drop the kit grant of a create that failed",
+                           {{"sandbox", name}, {"error", std::string(s.message())}});
+        }
         manager->ForgetKitRegistration(name);
       }
       if (reserved) {
@@ -449,19 +468,9 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
   // The review baseline is taken before the guest can touch anything
   // (direct mode: clone mode shares nothing writable).
   if (spec.mounts_size() > 0 && !spec.clone()) {
-    auto gitd = airlock::git::v1::Git::NewStub(options_.gitd.Dial());
-    grpc::ClientContext ctx;
-    DeadlineAfter(ctx, seconds(120));
-    airlock::git::v1::BaselineRequest req;
-    req.set_sandbox(spec.name());
-    for (const auto& m : spec.mounts()) req.add_paths(m.host_path());
-    airlock::git::v1::BaselineResponse resp;
-    grpc::Status s = gitd->Baseline(&ctx, req, &resp);
-    if (!s.ok()) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot record the review baseline of the shared paths: gitd at ",
-          options_.gitd.address(), ": ", s.error_message(), " (`airlock daemon start`)"));
-    }
+    std::vector<std::string> paths;
+    for (const auto& m : spec.mounts()) paths.push_back(m.host_path());
+    if (absl::Status s = peers_.git->Baseline(spec.name(), paths); !s.ok()) return s;
   }
 
   // An agent install's own sandbox is registered with secretsd first, and
@@ -525,7 +534,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
   std::string name = spec.name();
   StartWorker([this, name, start] {
     if (absl::Status s = PrepareDisk(name); !s.ok()) {
-      (void)Update(name, "", [&](vmm::Sandbox& sb) {
+      UpdateOrWarn(name, "", [&](vmm::Sandbox& sb) {
         sb.set_state(vmm::FAILED);
         sb.set_failure(std::string(s.message()));
       });
@@ -533,7 +542,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
       return;
     }
     if (!start) {
-      (void)Update(name, "", [](vmm::Sandbox& sb) { sb.set_state(vmm::STOPPED); });
+      UpdateOrWarn(name, "", [](vmm::Sandbox& sb) { sb.set_state(vmm::STOPPED); });
       End(name);
       return;
     }
@@ -588,7 +597,7 @@ absl::StatusOr<std::string> SandboxManager::BootDiskFor(const std::string& name,
     ref = ImageCatalog::RefOf(*base, "");
   }
   return images_->BootDisk(ref, [&](const std::string& what, uint64_t, uint64_t) {
-    (void)Update(name, what, [](vmm::Sandbox&) {});
+    SetProgress(name, what);
   });
 }
 
@@ -611,7 +620,7 @@ void SandboxManager::Boot(const std::string& name, bool launch) {
     }
     KillVm(sb);
     bool cancelled = s.code() == absl::StatusCode::kCancelled;
-    (void)Update(name, "", [&](vmm::Sandbox& sb) {
+    UpdateOrWarn(name, "", [&](vmm::Sandbox& sb) {
       sb.set_state(cancelled ? vmm::STOPPED : vmm::FAILED);
       sb.set_failure(cancelled ? "" : std::string(s.message()));
       sb.set_vmm_pid(0);
@@ -633,7 +642,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
   if (launch) {
     // A fresh boot arms a fresh deadline when it is running.
     if (sb.expires_at() != 0) {
-      (void)Update(name, "", [](vmm::Sandbox& s) { s.set_expires_at(0); });
+      UpdateOrWarn(name, "", [](vmm::Sandbox& s) { s.set_expires_at(0); });
     }
     auto images = LocateGuestImages(options_.image_dir);
     if (!images.ok()) return images.status();
@@ -654,7 +663,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
         return s;
       }
     }
-    (void)Update(name, "choosing accelerator", [](vmm::Sandbox&) {});
+    SetProgress(name, "choosing accelerator");
     std::string accel = Accelerator();
     sb.set_accelerator(accel);
     if (absl::Status s = AssignJail(name, sb); !s.ok()) return s;
@@ -732,7 +741,7 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     }
     if (!ready) std::this_thread::sleep_for(milliseconds(20));
   }
-  (void)Update(name, "waiting for agent", [](vmm::Sandbox&) {});
+  SetProgress(name, "waiting for agent");
   auto link = std::make_shared<AgentLink>(config.agent_socket);
   std::string last;
   while (steady_clock::now() < deadline) {
@@ -770,20 +779,20 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       }
     }
     if (s.ok() && mount_shares && sb.spec().clone()) {
-      (void)Update(name, "cloning the source", [](vmm::Sandbox&) {});
+      SetProgress(name, "cloning the source");
       if (absl::Status cs = SetUpClone(sb, *channel); !cs.ok()) {
         return absl::FailedPreconditionError(FailureReason(name, std::string(cs.message())));
       }
     }
     if (s.ok()) {
-      (void)Update(name, "attaching egress", [](vmm::Sandbox&) {});
+      SetProgress(name, "attaching egress");
       if (absl::Status es = AttachEgress(name, config); !es.ok()) {
         return absl::UnavailableError(FailureReason(name, std::string(es.message())));
       }
       // On a live guest (vmmd restarted) this finds the engine running, or
       // starts it when the restart came before it did.
       if (HasDocker(sb.spec())) {
-        (void)Update(name, "starting dockerd", [](vmm::Sandbox&) {});
+        SetProgress(name, "starting dockerd");
         if (absl::Status ds = StartDocker(name, *channel); !ds.ok()) {
           return absl::Status(ds.code(), FailureReason(name, std::string(ds.message())));
         }
@@ -828,77 +837,28 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
 }
 
 absl::Status SandboxManager::AttachEgress(const std::string& name, const VmConfig& config) {
-  auto proxy = airlock::proxy::v1::Proxy::NewStub(options_.proxyd.Dial());
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(60));
-  airlock::proxy::v1::AttachRequest req;
-  req.set_sandbox(name);
-  req.set_channel_path(config.egress_socket);
-  airlock::proxy::v1::AttachResponse resp;
-  grpc::Status s = proxy->Attach(&ctx, req, &resp);
-  if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot attach the sandbox's egress to proxyd at ", options_.proxyd.address(), ": ",
-        s.error_message(), " (start it with `airlock daemon start`)"));
-  }
-  return absl::OkStatus();
+  return peers_.proxy->Attach(name, config.egress_socket);
 }
 
 absl::StatusOr<std::map<std::string, std::string>> SandboxManager::SecretSentinels(
     const std::string& name, bool without_globals, bool registry_credentials) {
-  std::map<std::string, std::string> out;
-  auto secrets = airlock::secrets::v1::Secrets::NewStub(options_.secretsd.Dial());
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(5));
-  airlock::secrets::v1::SentinelsRequest req;
-  req.set_sandbox(name);
-  req.set_without_globals(without_globals);
-  req.set_registry_credentials(registry_credentials);
-  airlock::secrets::v1::SentinelsResponse resp;
-  grpc::Status s = secrets->Sentinels(&ctx, req, &resp);
-  if (absl::Status e = DaemonCallError("secretsd", options_.secretsd.address(),
-                                       "give the sandbox's credential variables", s,
-                                       "the sandbox");
-      !e.ok()) {
-    return e;
-  }
-  out.insert(resp.env().begin(), resp.env().end());
-  return out;
-}
-
-grpc::Status SandboxManager::SecretsForget(const std::string& name, bool keep_secrets) {
-  auto secrets = airlock::secrets::v1::Secrets::NewStub(options_.secretsd.Dial());
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(10));
-  airlock::secrets::v1::ForgetRequest req;
-  req.set_sandbox(name);
-  req.set_keep_secrets(keep_secrets);
-  airlock::secrets::v1::ForgetResponse resp;
-  return secrets->Forget(&ctx, req, &resp);
+  return peers_.secrets->Sentinels(name, without_globals, registry_credentials);
 }
 
 absl::Status SandboxManager::ForgetSecrets(const std::string& name) {
-  grpc::Status s = SecretsForget(name, false);
-  if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot remove sandbox ", name, ": secretsd at ", options_.secretsd.address(),
-        " must forget its secrets first and did not answer (", s.error_message(),
-        "); start it with `airlock daemon start` and retry"));
+  if (absl::Status s = peers_.secrets->Forget(name, false); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot remove sandbox ", name,
+                                               ": secretsd must forget its secrets first: ",
+                                               s.message()));
   }
   return absl::OkStatus();
 }
 
 void SandboxManager::DetachEgress(const std::string& name) {
-  auto proxy = airlock::proxy::v1::Proxy::NewStub(options_.proxyd.Dial());
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(10));
-  airlock::proxy::v1::DetachRequest req;
-  req.set_sandbox(name);
-  airlock::proxy::v1::DetachResponse resp;
-  grpc::Status s = proxy->Detach(&ctx, req, &resp);
-  if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
+  // Best effort: proxyd drops an attachment whose channel closes anyway.
+  if (absl::Status s = peers_.proxy->Detach(name); !s.ok()) {
     AIRLOCK_LOG_WARN("cannot detach egress from proxyd",
-                     {{"sandbox", name}, {"error", s.error_message()}});
+                     {{"sandbox", name}, {"error", std::string(s.message())}});
   }
 }
 
@@ -960,7 +920,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Stop(const std::string& name, int t
     End(name);
     return *sb;
   }
-  (void)Update(name, "stopping", [](vmm::Sandbox& sb) { sb.set_state(vmm::STOPPING); });
+  UpdateOrWarn(name, "stopping", [](vmm::Sandbox& sb) { sb.set_state(vmm::STOPPING); });
   std::shared_ptr<AgentLink> link;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -975,7 +935,13 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Stop(const std::string& name, int t
     grpc::ClientContext ctx;
     DeadlineAfter(ctx, seconds(3));
     airlock::agent::v1::Empty empty;
-    (void)stub->Shutdown(&ctx, {}, &empty);
+    // The answer does not matter: the VM is killed below unless it powers
+    // off in time.
+    grpc::Status asked = stub->Shutdown(&ctx, {}, &empty);
+    if (!asked.ok()) {
+      AIRLOCK_LOG_DEBUG("the guest agent did not take the shutdown",
+                        {{"sandbox", name}, {"error", asked.error_message()}});
+    }
   }
   auto deadline = steady_clock::now() + seconds(timeout_s > 0 ? timeout_s : 10);
   while (pid > 0 && ProcessAlive(pid) && steady_clock::now() < deadline) {
@@ -1070,17 +1036,9 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
   if (sb.spec().clone() || sb.spec().mounts_size() > 0) {
     // Forget the review baseline, and in clone mode remove the host repo's
     // sandbox-<name> remote.
-    auto gitd = airlock::git::v1::Git::NewStub(options_.gitd.Dial());
-    grpc::ClientContext ctx;
-    DeadlineAfter(ctx, seconds(10));
-    airlock::git::v1::UnpublishRequest req;
-    req.set_sandbox(name);
-    airlock::git::v1::UnpublishResponse resp;
-    grpc::Status s = gitd->Unpublish(&ctx, req, &resp);
-    if (!s.ok()) {
+    if (absl::Status s = peers_.git->Unpublish(name); !s.ok()) {
       End(name);
-      return absl::UnavailableError(absl::StrCat("cannot remove the sandbox's Git remote: ",
-                                                 s.error_message(), " (`airlock daemon start`)"));
+      return s;
     }
   }
   if (absl::Status s = store_->Delete(name); !s.ok()) {
@@ -1194,26 +1152,12 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> SandboxManager::AgentChannel(
 }
 
 absl::StatusOr<vmm::CloneInfo> SandboxManager::PrepareClone(const vmm::SandboxSpec& spec) {
-  auto gitd = airlock::git::v1::Git::NewStub(options_.gitd.Dial());
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(30));
-  airlock::git::v1::PrepareCloneRequest req;
-  req.set_sandbox(spec.name());
-  req.set_path(spec.mounts(0).host_path());
-  req.set_branch(spec.branch());
-  airlock::git::v1::PrepareCloneResponse resp;
-  grpc::Status s = gitd->PrepareClone(&ctx, req, &resp);
-  if (!s.ok()) {
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      return absl::UnavailableError(absl::StrCat("gitd is not reachable at ", options_.gitd.address(),
-                                                 " (`airlock daemon start`)"));
-    }
-    return absl::InvalidArgumentError(absl::StrCat("clone mode: ", s.error_message()));
-  }
+  auto resp = peers_.git->PrepareClone(spec.name(), spec.mounts(0).host_path(), spec.branch());
+  if (!resp.ok()) return resp.status();
   vmm::CloneInfo info;
-  info.set_source_root(resp.source_root());
-  info.set_branch(resp.branch());
-  for (const auto& [k, v] : resp.remotes()) (*info.mutable_remotes())[k] = v;
+  info.set_source_root(resp->source_root());
+  info.set_branch(resp->branch());
+  for (const auto& [k, v] : resp->remotes()) (*info.mutable_remotes())[k] = v;
   info.set_host_remote(absl::StrCat("sandbox-", spec.name()));
   return info;
 }
@@ -1261,17 +1205,11 @@ void SandboxManager::PublishClone(const std::string& name) {
   }
   for (const auto& p : sb.ports()) {
     if (p.sandbox_port() != kGitDaemonPort) continue;
-    auto gitd = airlock::git::v1::Git::NewStub(options_.gitd.Dial());
-    grpc::ClientContext ctx;
-    DeadlineAfter(ctx, seconds(10));
-    airlock::git::v1::PublishRequest req;
-    req.set_sandbox(name);
-    req.set_url(absl::StrCat("git://", p.host_ip(), ":", p.host_port(), "/workspace"));
-    airlock::git::v1::PublishResponse resp;
-    grpc::Status s = gitd->Publish(&ctx, req, &resp);
-    if (!s.ok()) {
+    std::string url = absl::StrCat("git://", p.host_ip(), ":", p.host_port(), "/workspace");
+    // The sandbox runs without the remote; `git fetch sandbox-NAME` says so.
+    if (absl::Status s = peers_.git->Publish(name, url); !s.ok()) {
       AIRLOCK_LOG_WARN("cannot publish the sandbox remote",
-                       {{"sandbox", name}, {"error", s.error_message()}});
+                       {{"sandbox", name}, {"error", std::string(s.message())}});
     }
   }
 }
@@ -1283,7 +1221,10 @@ void SandboxManager::AnswerStoppedClone(const vmm::Sandbox& sb) {
     if (p.sandbox_port() != kGitDaemonPort) continue;
     std::string msg = absl::StrCat("ERR sandbox ", name, " is stopped; start it with `airlock start ",
                                    name, "` and fetch again\n");
-    (void)ports_.OpenResponder(name, p, PktLine(msg));
+    if (absl::Status s = ports_.OpenResponder(name, p, PktLine(msg)); !s.ok()) {
+      AIRLOCK_LOG_WARN("cannot answer on the stopped sandbox's git port",
+                       {{"sandbox", name}, {"error", std::string(s.message())}});
+    }
   }
 }
 
@@ -1307,7 +1248,7 @@ void SandboxManager::OpenPorts(const std::string& name) {
     m.set_host_port(bound->host_port());
     open.push_back(*bound);
   }
-  (void)Update(name, "", [&](vmm::Sandbox& s) {
+  UpdateOrWarn(name, "", [&](vmm::Sandbox& s) {
     s.clear_ports();
     for (const auto& m : open) *s.add_ports() = m;
     s.mutable_spec()->clear_ports();
@@ -1317,7 +1258,7 @@ void SandboxManager::OpenPorts(const std::string& name) {
 
 void SandboxManager::ClosePorts(const std::string& name) {
   ports_.CloseAll(name);
-  (void)Update(name, "", [](vmm::Sandbox& s) { s.clear_ports(); });
+  UpdateOrWarn(name, "", [](vmm::Sandbox& s) { s.clear_ports(); });
 }
 
 absl::StatusOr<vmm::PortMapping> SandboxManager::PublishPort(const std::string& name,
@@ -1410,7 +1351,7 @@ absl::Status SandboxManager::Recover() {
         } else {
           std::string console = ReadFileToString(ConfigFor(sb).console_log);
           bool powered_off = console.find("reboot: Power down") != std::string::npos;
-          (void)Update(name, "", [&](vmm::Sandbox& s) {
+          UpdateOrWarn(name, "", [&](vmm::Sandbox& s) {
             s.set_state(powered_off ? vmm::STOPPED : vmm::FAILED);
             s.set_vmm_pid(0);
             if (!powered_off) {
@@ -1422,7 +1363,7 @@ absl::Status SandboxManager::Recover() {
       case vmm::CREATING:
         if (pid > 0) KillVm(sb);
         unlink((SandboxDir(name) + "/disk.qcow2.tmp").c_str());
-        (void)Update(name, "", [](vmm::Sandbox& s) {
+        UpdateOrWarn(name, "", [](vmm::Sandbox& s) {
           s.set_state(vmm::FAILED);
           s.set_failure("vmmd stopped while the sandbox was being created; "
                         "`airlock start` finishes it");
@@ -1432,7 +1373,7 @@ absl::Status SandboxManager::Recover() {
         if (pid > 0) KillVm(sb);
         if (sb.state() == vmm::STOPPED) AnswerStoppedClone(sb);
         if (sb.state() == vmm::STOPPING) {
-          (void)Update(name, "", [](vmm::Sandbox& s) {
+          UpdateOrWarn(name, "", [](vmm::Sandbox& s) {
             s.set_state(vmm::STOPPED);
             s.set_vmm_pid(0);
           });
@@ -1461,7 +1402,7 @@ absl::Status SandboxManager::Recover() {
       records_[name].busy = true;
     }
     AIRLOCK_LOG_INFO("reattaching", {{"sandbox", name}, {"pid", std::to_string(pid)}});
-    (void)Update(name, "reattaching", [&](vmm::Sandbox& s) { s.set_vmm_pid(pid); });
+    UpdateOrWarn(name, "reattaching", [&](vmm::Sandbox& s) { s.set_vmm_pid(pid); });
     StartWorker([this, name = name] { Boot(name, false); });
   }
   monitor_ = std::thread([this] { Monitor(); });
@@ -1470,7 +1411,12 @@ absl::Status SandboxManager::Recover() {
   for (const auto& sb : *all) {
     if (sb.installs_agent_image().empty()) continue;
     AIRLOCK_LOG_INFO("removing an unfinished agent install", {{"sandbox", sb.spec().name()}});
-    StartWorker([this, name = sb.spec().name()] { (void)Remove(name, true); });
+    StartWorker([this, name = sb.spec().name()] {
+      if (absl::Status s = Remove(name, true); !s.ok()) {
+        AIRLOCK_LOG_ERROR("cannot remove an unfinished agent install; `airlock rm -f` it",
+                          {{"sandbox", name}, {"error", std::string(s.message())}});
+      }
+    });
   }
   return absl::OkStatus();
 }
@@ -1503,7 +1449,7 @@ void SandboxManager::Monitor() {
         if (!s.ok() && s.code() != absl::StatusCode::kNotFound) {
           AIRLOCK_LOG_WARN("timeout action failed; retrying in 30 s",
                            {{"sandbox", name}, {"error", std::string(s.message())}});
-          (void)Update(name, "", [](vmm::Sandbox& sb) { sb.set_expires_at(time(nullptr) + 30); });
+          UpdateOrWarn(name, "", [](vmm::Sandbox& sb) { sb.set_expires_at(time(nullptr) + 30); });
         }
         std::lock_guard<std::mutex> lock(mu_);
         auto it = records_.find(name);
@@ -1523,7 +1469,7 @@ void SandboxManager::Monitor() {
       std::string console = ReadFileToString(ConfigFor(sb).console_log);
       bool powered_off = console.find("reboot: Power down") != std::string::npos;
       AIRLOCK_LOG_WARN("VM exited", {{"sandbox", name}, {"powered_off", powered_off ? "yes" : "no"}});
-      (void)Update(name, "", [&](vmm::Sandbox& s) {
+      UpdateOrWarn(name, "", [&](vmm::Sandbox& s) {
         s.set_state(powered_off ? vmm::STOPPED : vmm::FAILED);
         s.set_vmm_pid(0);
         s.set_expires_at(0);
@@ -1549,7 +1495,10 @@ void SandboxManager::Shutdown() {
         std::unique_lock<std::mutex> lock(mu_);
         changed_.wait_for(lock, seconds(20), [&] { return !records_[name].busy; });
       }
-      (void)Stop(name, 10);
+      if (auto s = Stop(name, 10); !s.ok()) {
+        AIRLOCK_LOG_WARN("cannot stop the sandbox", {{"sandbox", name},
+                                                     {"error", std::string(s.status().message())}});
+      }
     });
   }
   for (auto& t : stops) t.join();

@@ -25,6 +25,7 @@
 #include "vmmd/hypervisor.h"
 #include "vmmd/sandbox_jails.h"
 #include "vmmd/image_catalog.h"
+#include "vmmd/peer_clients.h"
 #include "vmmd/port_forwarder.h"
 #include "vmmd/shares.h"
 #include "vmmd/resources.h"
@@ -53,19 +54,14 @@ struct ManagerOptions {
   uint32_t jail_id_base = kDefaultJailIdBase;
 };
 
-// DaemonCallError is the error vmmd reports for a call to another daemon:
-// OK when `s` is; for a daemon that does not answer, what it did not do
-// and how to start it; for any other failure, FAILED_PRECONDITION
-// "<daemon> refused <refused>: ..." when `refused` is given, else the
-// daemon's own code and message.
-absl::Status DaemonCallError(const std::string& daemon, const std::string& socket,
-                             const std::string& did_not, const grpc::Status& s,
-                             const std::string& refused = "");
-
 class SandboxManager {
  public:
+  // Calls the daemons at options.gitd, .proxyd, .secretsd and .policyd.
   SandboxManager(ManagerOptions options, SandboxStore* store, ImageCatalog* images,
                  std::unique_ptr<Hypervisor> hypervisor, HostFacts host);
+  // Calls `peers` instead (tests give fakes).
+  SandboxManager(ManagerOptions options, SandboxStore* store, ImageCatalog* images,
+                 std::unique_ptr<Hypervisor> hypervisor, HostFacts host, PeerClients peers);
   ~SandboxManager();
 
   // Recover loads the stored sandboxes, reattaches to VMs that still run,
@@ -166,6 +162,13 @@ class SandboxManager {
   // Update applies `mutate` to the record, persists it and wakes watchers.
   absl::Status Update(const std::string& name, const std::string& progress,
                       const std::function<void(airlock::vmm::v1::Sandbox&)>& mutate);
+  // SetProgress changes only the progress line watchers see (never stored).
+  void SetProgress(const std::string& name, const std::string& progress);
+  // UpdateOrWarn is Update where a store failure cannot undo what already
+  // happened (the VM is gone, the deadline passed): the record changes in
+  // memory only when stored, and the failure is logged as an error.
+  void UpdateOrWarn(const std::string& name, const std::string& progress,
+                    const std::function<void(airlock::vmm::v1::Sandbox&)>& mutate);
   // Begin marks the record busy; FAILED_PRECONDITION when it already is.
   absl::StatusOr<airlock::vmm::v1::Sandbox> Begin(const std::string& name,
                                                   const std::string& what);
@@ -211,9 +214,6 @@ class SandboxManager {
   // ForgetSecrets tells secretsd the sandbox is gone; rm stops when it
   // cannot.
   absl::Status ForgetSecrets(const std::string& name);
-  // SecretsForget is secretsd's Forget; keep_secrets drops only the
-  // registration and kit bindings.
-  grpc::Status SecretsForget(const std::string& name, bool keep_secrets);
   // AnswerStoppedClone makes the git port say that the sandbox is stopped.
   void AnswerStoppedClone(const airlock::vmm::v1::Sandbox& sb);
   // OpenPorts starts listening for every mapping of a sandbox that just
@@ -276,6 +276,7 @@ class SandboxManager {
   absl::Status AssignJail(const std::string& name, airlock::vmm::v1::Sandbox& sb);
 
   ManagerOptions options_;
+  PeerClients peers_;
   SandboxStore* store_;
   ImageCatalog* images_;
   std::unique_ptr<Hypervisor> hypervisor_;

@@ -62,7 +62,12 @@ absl::StatusOr<vmm::Image> SandboxManager::SaveTemplate(const vmm::SaveTemplateR
     if (!stopped.ok()) return stopped.status();
   }
   auto restart = absl::MakeCleanup([&] {
-    if (was_running) (void)Start(req.sandbox());
+    if (!was_running) return;
+    if (auto started = Start(req.sandbox()); !started.ok()) {
+      AIRLOCK_LOG_ERROR("cannot start the sandbox again after saving its template",
+                        {{"sandbox", req.sandbox()},
+                         {"error", std::string(started.status().message())}});
+    }
   });
   auto busy = Begin(req.sandbox(), "save a template");
   if (!busy.ok()) return busy.status();
