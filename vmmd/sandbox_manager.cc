@@ -1,4 +1,5 @@
 #include "vmmd/sandbox_manager.h"
+#include "vmmd/sandbox_states.h"
 
 #include "vmmd/sandbox_metadata.h"
 
@@ -187,6 +188,11 @@ absl::Status SandboxManager::Update(const std::string& name, const std::string& 
   if (it == records_.end()) return absl::NotFoundError(absl::StrCat("no sandbox named ", name));
   vmm::Sandbox next = it->second.sb;
   mutate(next);
+  if (absl::Status s = CheckTransition(name, it->second.sb.state(), next.state()); !s.ok()) {
+    AIRLOCK_LOG_ERROR("refused a state change", {{"sandbox", name},
+                                                 {"error", std::string(s.message())}});
+    return s;
+  }
   if (absl::Status s = store_->Put(next); !s.ok()) return s;
   it->second.sb = next;
   it->second.progress = progress;
