@@ -7,18 +7,32 @@
 
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/fd_io.h"
 #include "common/status.h"
 #include "guest/exec_process.h"
 #include "guest/files.h"
 #include "guest/mounts.h"
 #include "guest/port_forward.h"
+#include "guest/users.h"
 
 namespace airlock::guest {
 
 namespace agentpb = airlock::agent::v1;
+
+namespace {
+
+// OwnerOf resolves a file call's owner as an exec's user is resolved.
+absl::StatusOr<FileOwner> OwnerOf(const std::string& spec) {
+  auto user = ResolveUser(spec, ReadFileToString("/etc/passwd"), ReadFileToString("/etc/group"));
+  if (!user.ok()) return user.status();
+  return FileOwner{user->uid, user->gid};
+}
+
+}  // namespace
 
 grpc::Status AgentService::Ping(grpc::ServerContext*, const agentpb::PingRequest*,
                                 agentpb::PingResponse* out) {
@@ -141,13 +155,34 @@ grpc::Status AgentService::WriteFile(grpc::ServerContext*,
   if (!reader->Read(&req)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no file named");
   }
+  std::optional<FileOwner> owner;
+  if (req.has_owner()) {
+    auto o = OwnerOf(req.owner());
+    if (!o.ok()) return ToGrpc(o.status());
+    owner = *o;
+  }
+  Placement placement = Placement::kInPlace;
+  switch (req.placement()) {
+    case agentpb::WRITE_REPLACE:
+      placement = Placement::kReplace;
+      break;
+    case agentpb::WRITE_IF_ABSENT:
+      placement = Placement::kIfAbsent;
+      break;
+    case agentpb::WRITE_IN_PLACE:
+      break;
+    default:
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("unknown write placement ", req.placement()));
+  }
   FileWriter w;
-  if (absl::Status s = w.Open(req.path(), req.mode()); !s.ok()) return ToGrpc(s);
+  if (absl::Status s = w.Open(req.path(), req.mode(), placement, owner); !s.ok()) return ToGrpc(s);
   do {
     if (absl::Status s = w.Write(req.data()); !s.ok()) return ToGrpc(s);
   } while (reader->Read(&req));
   if (absl::Status s = w.Close(); !s.ok()) return ToGrpc(s);
   out->set_bytes_written(w.written());
+  out->set_kept_existing(w.kept_existing());
   return grpc::Status::OK;
 }
 
@@ -169,7 +204,13 @@ grpc::Status AgentService::ListDir(grpc::ServerContext*, const agentpb::ListDirR
 
 grpc::Status AgentService::MakeDir(grpc::ServerContext*, const agentpb::MakeDirRequest* req,
                                    agentpb::Empty*) {
-  return ToGrpc(MakeDirectory(req->path(), req->mode(), req->parents()));
+  std::optional<FileOwner> owner;
+  if (req->has_owner()) {
+    auto o = OwnerOf(req->owner());
+    if (!o.ok()) return ToGrpc(o.status());
+    owner = *o;
+  }
+  return ToGrpc(MakeDirectory(req->path(), req->mode(), req->parents(), owner));
 }
 
 grpc::Status AgentService::RemovePath(grpc::ServerContext*, const agentpb::RemovePathRequest* req,

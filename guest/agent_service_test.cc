@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/client.h"
+#include "common/fd_io.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
 
@@ -222,6 +223,47 @@ TEST_F(AgentServiceTest, FilesRoundTrip) {
   agentpb::StatRequest rel;
   rel.set_path("relative/path");
   EXPECT_EQ(stub_->Stat(&c7, rel, &info).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(AgentServiceTest, WriteFilePlacementAndOwner) {
+  auto write = [&](agentpb::WriteFileRequest req, agentpb::WriteFileResponse* resp) {
+    grpc::ClientContext ctx;
+    auto writer = stub_->WriteFile(&ctx, resp);
+    writer->Write(req);
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  std::string path = dir_.path() + "/kept.txt";
+  std::ofstream(path) << "mine";
+  agentpb::WriteFileRequest req;
+  req.set_path(path);
+  req.set_data("theirs");
+  req.set_placement(agentpb::WRITE_IF_ABSENT);
+  agentpb::WriteFileResponse resp;
+  ASSERT_TRUE(write(req, &resp).ok());
+  EXPECT_TRUE(resp.kept_existing());
+  EXPECT_EQ(resp.bytes_written(), 0u);
+  EXPECT_EQ(ReadFileToString(path), "mine");
+
+  req.set_placement(agentpb::WRITE_REPLACE);
+  req.set_owner("0");
+  ASSERT_TRUE(write(req, &resp).ok());
+  EXPECT_FALSE(resp.kept_existing());
+  EXPECT_EQ(resp.bytes_written(), 6u);
+  EXPECT_EQ(ReadFileToString(path), "theirs");
+
+  // An unknown owner writes nothing.
+  req.set_path(dir_.path() + "/nobody.txt");
+  req.set_owner("no-such-user-xyz");
+  EXPECT_EQ(write(req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(access(req.path().c_str(), F_OK), 0);
+  grpc::ClientContext ctx;
+  agentpb::MakeDirRequest mk;
+  mk.set_path(dir_.path() + "/nodir");
+  mk.set_owner("no-such-user-xyz");
+  agentpb::Empty empty;
+  EXPECT_EQ(stub_->MakeDir(&ctx, mk, &empty).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(access(mk.path().c_str(), F_OK), 0);
 }
 
 }  // namespace

@@ -107,18 +107,39 @@ absl::Status ReadFileChunks(const std::string& path,
 
 FileWriter::~FileWriter() {
   if (fd_ >= 0) close(fd_);
+  if (!temp_.empty()) unlink(temp_.c_str());
 }
 
-absl::Status FileWriter::Open(const std::string& path, unsigned mode) {
+absl::Status FileWriter::Open(const std::string& path, unsigned mode, Placement placement,
+                              std::optional<FileOwner> owner) {
   if (absl::Status s = CheckGuestPath(path); !s.ok()) return s;
   path_ = path;
-  fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode ? mode : 0644);
-  if (fd_ < 0) return Errno("cannot write", path);
+  placement_ = placement;
+  struct stat st;
+  if (placement == Placement::kIfAbsent && lstat(path.c_str(), &st) == 0) {
+    kept_existing_ = true;
+    return absl::OkStatus();
+  }
+  if (placement == Placement::kInPlace) {
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode ? mode : 0644);
+    if (fd_ < 0) return Errno("cannot write", path);
+  } else {
+    // A name of our own in the same directory (so the rename stays on one
+    // filesystem), created exclusively: nothing planted there is followed.
+    std::string temp = path.substr(0, path.rfind('/') + 1) + ".airlock-write.XXXXXX";
+    fd_ = mkostemp(temp.data(), O_CLOEXEC);
+    if (fd_ < 0) return Errno("cannot write", path);
+    temp_ = temp;
+    if (mode == 0) mode = 0644;
+  }
+  // Owner first: a chown may clear set-id bits the mode then restores.
+  if (owner && fchown(fd_, owner->uid, owner->gid) != 0) return Errno("cannot chown", path);
   if (mode != 0 && fchmod(fd_, mode) != 0) return Errno("cannot chmod", path);
   return absl::OkStatus();
 }
 
 absl::Status FileWriter::Write(absl::string_view data) {
+  if (kept_existing_) return absl::OkStatus();
   while (!data.empty()) {
     ssize_t n = write(fd_, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
@@ -130,23 +151,59 @@ absl::Status FileWriter::Write(absl::string_view data) {
 }
 
 absl::Status FileWriter::Close() {
+  if (kept_existing_) return absl::OkStatus();
   int fd = fd_;
   fd_ = -1;
   if (fsync(fd) != 0 || close(fd) != 0) return Errno("cannot write", path_);
+  if (placement_ == Placement::kInPlace) return absl::OkStatus();
+  if (placement_ == Placement::kReplace) {
+    // On failure the destructor removes the temporary file.
+    if (rename(temp_.c_str(), path_.c_str()) != 0) return Errno("cannot replace", path_);
+    temp_.clear();
+  } else {
+    // link never replaces: a path taken since Open is kept as well.
+    bool taken = link(temp_.c_str(), path_.c_str()) != 0;
+    if (taken && errno != EEXIST) return Errno("cannot create", path_);
+    unlink(temp_.c_str());
+    temp_.clear();
+    if (taken) {
+      kept_existing_ = true;
+      written_ = 0;
+      return absl::OkStatus();
+    }
+  }
+  // The new name is on disk before the reply, like the data.
+  std::string dir = path_.substr(0, path_.rfind('/') + 1);
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
   return absl::OkStatus();
 }
 
-absl::Status MakeDirectory(const std::string& path, unsigned mode, bool parents) {
+absl::Status MakeDirectory(const std::string& path, unsigned mode, bool parents,
+                           std::optional<FileOwner> owner) {
   if (absl::Status s = CheckGuestPath(path); !s.ok()) return s;
   mode = mode ? mode : 0755;
+  // Made claims a directory this call just created for `owner`; lchown,
+  // so a symlink swapped in meanwhile is changed itself, not its target.
+  auto made = [&](const std::string& dir) -> absl::Status {
+    if (owner && lchown(dir.c_str(), owner->uid, owner->gid) != 0) {
+      return Errno("cannot chown", dir);
+    }
+    return absl::OkStatus();
+  };
   if (!parents) {
     if (mkdir(path.c_str(), mode) != 0) return Errno("cannot create directory", path);
-    return absl::OkStatus();
+    return made(path);
   }
   for (size_t i = 1; i <= path.size(); ++i) {
     if (i != path.size() && path[i] != '/') continue;
     std::string prefix = path.substr(0, i);
-    if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
+    if (mkdir(prefix.c_str(), mode) == 0) {
+      if (absl::Status s = made(prefix); !s.ok()) return s;
+    } else if (errno != EEXIST) {
       return Errno("cannot create directory", prefix);
     }
   }

@@ -57,9 +57,6 @@ absl::StatusOr<uint64_t> MemoryMib(const std::string& text) {
   return static_cast<uint64_t>(std::ceil(number * scale / (1024.0 * 1024)));
 }
 
-// Kit files travel to the guest as one exec argument.
-constexpr size_t kMaxKitFileBytes = 96 * 1024;
-
 // CheckGuestPath refuses a volume or file path that would cover the
 // guest's own machinery ("/", /proc, /sys, /dev, /run/sandbox) or that
 // climbs ("..").
@@ -224,12 +221,9 @@ absl::StatusOr<pb::KitPlan> BuildPlan(const kit::ResolvedKits& resolved, bool al
         }
       }
       for (const kit::LifecycleFile& f : l->files) {
+        // No size limit of its own: vmmd streams a file to the guest in
+        // chunks. The descriptor's byte budget bounds it.
         if (absl::Status bad = CheckGuestPath("file", f.path); !bad.ok()) return bad;
-        if (f.content.size() > kMaxKitFileBytes) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "lifecycle file ", f.path, " is ", f.content.size(), " bytes; at most ",
-              kMaxKitFileBytes, " (ship larger files in the image)"));
-        }
         pb::KitFile* kf = plan.add_files();
         kf->set_path(f.path);
         kf->set_content(f.content);

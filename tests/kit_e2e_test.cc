@@ -9,10 +9,11 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
-#include <thread>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/fd_io.h"
 #include "common/paths.h"
 #include "common/testing/harness.h"
@@ -293,6 +294,47 @@ TEST_F(KitE2ETest, RemovingTheSandboxDropsItsKitRules) {
   ASSERT_EQ(Airlock({"rm", "-f", "kits"}).exit_code, 0);
   auto after = Airlock({"policy", "ls", "--sandbox", "kits", "--json"});
   EXPECT_EQ(after.out.find("kit:"), std::string::npos) << after.out;
+}
+
+// A kit file far past what a command line can carry (the old limit was
+// 96 KiB; one exec argument stops at 128 KiB) lands byte for byte, owned
+// by the agent with its mode, in a directory the agent owns; a file marked
+// overwrite: false leaves the image's own file alone. The size is what the
+// Kit spec's 512 KiB descriptor budget leaves room for.
+TEST_F(KitE2ETest, ALargeKitFileLandsWholeThroughTheAgentsFileCalls) {
+  std::string content;
+  for (int i = 0; i < 6000; ++i) {
+    std::string line = absl::StrCat(i, ":");
+    while (line.size() < 71) line += static_cast<char>('a' + (line.size() * 7 + i) % 26);
+    content += line + "\n";
+  }
+  ASSERT_GT(content.size(), 400u << 10);
+  std::string escaped = absl::StrReplaceAll(content, {{"\n", "\\n"}});
+  std::string d = dir_->path();
+  std::ofstream(d + "/bigfile.yaml")
+      << "schemaVersion: \"3\"\nkind: workload\ncapabilities:\n"
+         "  - type: com.docker.sandbox/lifecycle@1\n"
+         "    config:\n      files:\n"
+         "        - {path: /home/agent/.big/data.txt, mode: \"0640\", content: \""
+      << escaped
+      << "\"}\n"
+         "        - {path: /home/agent/.bashrc, content: \"clobbered\", overwrite: false}\n";
+  auto c = Airlock({"create", "--name", "bigfile", "--kit", d + "/bigfile.yaml", "shell"});
+  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  auto in_guest = [](const std::string& script) {
+    return Airlock({"exec", "bigfile", "--", "bash", "-c", script});
+  };
+  auto meta =
+      in_guest("stat -c '%U:%G %a %s' /home/agent/.big/data.txt; stat -c %U /home/agent/.big");
+  EXPECT_EQ(meta.out, absl::StrCat("agent:agent 640 ", content.size(), "\nagent\n")) << meta.err;
+  auto data = in_guest("cat /home/agent/.big/data.txt");
+  ASSERT_EQ(data.exit_code, 0) << data.err;
+  EXPECT_EQ(data.out.size(), content.size());
+  EXPECT_TRUE(data.out == content) << "the guest's copy differs from the kit's";
+  auto bashrc =
+      in_guest("grep -c clobbered /home/agent/.bashrc; test -s /home/agent/.bashrc && echo kept");
+  EXPECT_EQ(bashrc.out, "0\nkept\n") << bashrc.err;
+  EXPECT_EQ(Airlock({"rm", "-f", "bigfile"}).exit_code, 0);
 }
 
 }  // namespace
