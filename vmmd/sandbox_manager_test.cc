@@ -1,0 +1,338 @@
+// SandboxManager with a fake hypervisor and fake peers: create's rollback
+// when a peer refuses, rm stopping before it loses anything, and recovery
+// of records a killed vmmd left mid-operation. Milliseconds each; the real
+// boots are tests/sandbox_e2e_test's.
+#include "vmmd/sandbox_manager.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <mutex>
+
+#include "common/paths.h"
+#include "common/state_db.h"
+#include "common/testing/harness.h"
+#include "gtest/gtest.h"
+#include "vmmd/sandbox_store.h"
+#include "vmmd/store/image_store.h"
+#include "vmmd/store/oci.h"
+
+namespace airlock::vmmd {
+namespace {
+
+namespace vmm = airlock::vmm::v1;
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+namespace policypb = airlock::policy::v1;
+namespace secretspb = airlock::secrets::v1;
+
+// FakeHypervisor never starts a VM.
+class FakeHypervisor : public Hypervisor {
+ public:
+  absl::StatusOr<pid_t> Launch(const VmConfig&) override {
+    return absl::UnavailableError("fake hypervisor: no VMs here");
+  }
+  std::string Marker(const VmConfig& config) const override {
+    return "airlock-fake-vm-marker-" + config.name;
+  }
+  std::pair<std::string, std::string> ProbeAccelerator(const std::string&, const std::string&,
+                                                       const std::string&) override {
+    return {"tcg", "fake"};
+  }
+};
+
+// Calls records what the fake peers were asked, in order.
+struct Calls {
+  std::mutex mu;
+  std::vector<std::string> log;
+  void Add(const std::string& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    log.push_back(c);
+  }
+  int Count(const std::string& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<int>(std::count(log.begin(), log.end(), c));
+  }
+};
+
+class FakeGit : public GitPeer {
+ public:
+  explicit FakeGit(Calls* c) : calls(c) {}
+  absl::Status baseline;
+  absl::Status Baseline(const std::string& s, const std::vector<std::string>&) override {
+    calls->Add("git.Baseline " + s);
+    return baseline;
+  }
+  absl::StatusOr<airlock::git::v1::PrepareCloneResponse> PrepareClone(
+      const std::string& s, const std::string&, const std::string&) override {
+    calls->Add("git.PrepareClone " + s);
+    return absl::FailedPreconditionError("gitd refused to prepare the clone: not a repo");
+  }
+  absl::Status Publish(const std::string& s, const std::string&) override {
+    calls->Add("git.Publish " + s);
+    return absl::OkStatus();
+  }
+  absl::Status Unpublish(const std::string& s) override {
+    calls->Add("git.Unpublish " + s);
+    return absl::OkStatus();
+  }
+  Calls* calls;
+};
+
+class FakeProxy : public ProxyPeer {
+ public:
+  explicit FakeProxy(Calls* c) : calls(c) {}
+  absl::Status Attach(const std::string& s, const std::string&) override {
+    calls->Add("proxy.Attach " + s);
+    return absl::OkStatus();
+  }
+  absl::Status Detach(const std::string& s) override {
+    calls->Add("proxy.Detach " + s);
+    return absl::OkStatus();
+  }
+  Calls* calls;
+};
+
+class FakeSecrets : public SecretsPeer {
+ public:
+  explicit FakeSecrets(Calls* c) : calls(c) {}
+  absl::Status sentinels, forget;
+  absl::StatusOr<std::map<std::string, std::string>> Sentinels(const std::string& s, bool,
+                                                              bool) override {
+    calls->Add("secrets.Sentinels " + s);
+    if (!sentinels.ok()) return sentinels;
+    return std::map<std::string, std::string>{{"GH_TOKEN", "proxy-managed"}};
+  }
+  absl::Status Forget(const std::string& s, bool keep_secrets) override {
+    calls->Add(std::string(keep_secrets ? "secrets.ForgetRegistration " : "secrets.Forget ") + s);
+    return forget;
+  }
+  absl::StatusOr<secretspb::BindKitResponse> BindKit(const secretspb::BindKitRequest& r) override {
+    calls->Add("secrets.BindKit " + r.sandbox());
+    return secretspb::BindKitResponse();
+  }
+  Calls* calls;
+};
+
+class FakePolicy : public PolicyPeer {
+ public:
+  explicit FakePolicy(Calls* c) : calls(c) {}
+  absl::StatusOr<policypb::ResolveResponse> Resolve(const policypb::ResolveRequest& r) override {
+    calls->Add("policy.Resolve " + r.sandbox());
+    return policypb::ResolveResponse();
+  }
+  absl::Status ForgetKits(const std::string& s) override {
+    calls->Add("policy.ForgetKits " + s);
+    return absl::OkStatus();
+  }
+  absl::Status ForgetSandboxRules(const std::string& s) override {
+    calls->Add("policy.ForgetSandboxRules " + s);
+    return absl::OkStatus();
+  }
+  absl::Status SetKitPhase(const std::string& s, const std::string& phase) override {
+    calls->Add("policy.SetKitPhase " + s + " " + phase);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<policypb::ListHoldsResponse> ListHolds(const std::string&) override {
+    return policypb::ListHoldsResponse();
+  }
+  absl::StatusOr<policypb::ApproveResponse> Approve(const std::string&) override {
+    return absl::NotFoundError("no hold");
+  }
+  Calls* calls;
+};
+
+class SandboxManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string d = dir_.path();
+    // Guest images that exist (nothing boots them).
+    ASSERT_TRUE(MakeDirs(d + "/img/kernel", 0755).ok());
+    ASSERT_TRUE(MakeDirs(d + "/img/initramfs", 0755).ok());
+    std::ofstream(d + "/img/kernel/vmlinuz") << "kernel";
+    std::ofstream(d + "/img/kernel/release") << "6.1.0-test\n";
+    std::ofstream(d + "/img/initramfs/initramfs.cpio") << "initrd";
+    ASSERT_TRUE(MakeDirs(d + "/run", 0700).ok());
+    ASSERT_TRUE(MakeDirs(d + "/state", 0700).ok());
+    db_ = std::move(*StateDb::Open(d + "/state/vmmd.db"));
+    store_ = std::make_unique<SandboxStore>(db_.get());
+    ASSERT_TRUE(store_->Init().ok());
+    auto images = ImageStore::Open(d + "/state/images", db_.get());
+    ASSERT_TRUE(images.ok()) << images.status();
+    image_store_ = std::move(*images);
+    // A one-layer "base" image whose layer is not a tar: the disk step of
+    // a create fails there, after everything this test looks at.
+    std::string layer = *image_store_->PutBlob("not a tar");
+    oci::ImageConfig c;
+    c.diff_ids = {layer};
+    std::string config = oci::SerializeConfig(c);
+    std::string cd = *image_store_->PutBlob(config);
+    oci::Manifest m;
+    m.config = {oci::kConfigType, cd, static_cast<int64_t>(config.size()), {}};
+    m.layers = {{oci::kLayerTarType, layer, 9, {}}};
+    std::string manifest = *image_store_->PutBlob(oci::SerializeManifest(m));
+    ASSERT_TRUE(image_store_->Tag("base:latest", manifest, "test").ok());
+    catalog_ = std::make_unique<ImageCatalog>(image_store_.get(), RegistryOptions{}, d + "/img");
+    git_ = std::make_shared<FakeGit>(&calls_);
+    proxy_ = std::make_shared<FakeProxy>(&calls_);
+    secrets_ = std::make_shared<FakeSecrets>(&calls_);
+    policy_ = std::make_shared<FakePolicy>(&calls_);
+  }
+
+  std::unique_ptr<SandboxManager> NewManager() {
+    ManagerOptions o;
+    o.state_dir = dir_.path() + "/state";
+    o.runtime_dir = dir_.path() + "/run";
+    o.image_dir = dir_.path() + "/img";
+    o.accelerator = "tcg";
+    o.jail = false;
+    auto m = std::make_unique<SandboxManager>(o, store_.get(), catalog_.get(),
+                                              std::make_unique<FakeHypervisor>(),
+                                              HostFacts{2, 4096},
+                                              PeerClients{git_, proxy_, secrets_, policy_});
+    catalog_->SetUsage([p = m.get()] { return p->ImageUsage(); });
+    return m;
+  }
+
+  std::string SandboxDirOf(const std::string& name) const {
+    return dir_.path() + "/state/sandboxes/" + name;
+  }
+
+  static vmm::SandboxSpec Spec(const std::string& name) {
+    vmm::SandboxSpec s;
+    s.set_name(name);
+    s.set_agent("shell");
+    s.set_memory_mib(1024);
+    return s;
+  }
+
+  // WaitSettled waits until `name` is no longer CREATING or STARTING.
+  static vmm::Sandbox WaitSettled(SandboxManager& m, const std::string& name) {
+    for (int i = 0; i < 500; ++i) {
+      auto sb = m.Get(name);
+      if (sb.ok() && sb->state() != vmm::CREATING && sb->state() != vmm::STARTING) return *sb;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return vmm::Sandbox();
+  }
+
+  testing::ShortTempDir dir_;
+  std::unique_ptr<StateDb> db_;
+  std::unique_ptr<SandboxStore> store_;
+  std::unique_ptr<ImageStore> image_store_;
+  std::unique_ptr<ImageCatalog> catalog_;
+  Calls calls_;
+  std::shared_ptr<FakeGit> git_;
+  std::shared_ptr<FakeProxy> proxy_;
+  std::shared_ptr<FakeSecrets> secrets_;
+  std::shared_ptr<FakePolicy> policy_;
+};
+
+TEST_F(SandboxManagerTest, ASecretsdRefusalUndoesTheKitGrantAndRecordsNothing) {
+  auto m = NewManager();
+  ASSERT_TRUE(m->Recover().ok());
+  secrets_->sentinels = absl::FailedPreconditionError("secretsd refused to give variables: full");
+  vmm::SandboxSpec spec = Spec("k1");
+  spec.add_kits("/kits/one");
+  auto created = m->Create(spec, false);
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kFailedPrecondition) << created.status();
+  EXPECT_EQ(created.status().message(), "secretsd refused to give variables: full");
+  // The grant policyd recorded for this create is dropped again (once
+  // before resolving, once when the create failed), and secretsd's
+  // registration with it.
+  EXPECT_EQ(calls_.Count("policy.Resolve k1"), 1);
+  EXPECT_EQ(calls_.Count("policy.ForgetKits k1"), 2);
+  EXPECT_EQ(calls_.Count("secrets.ForgetRegistration k1"), 1);
+  EXPECT_TRUE(m->List().empty());
+  auto stored = store_->LoadAll();
+  ASSERT_TRUE(stored.ok());
+  EXPECT_TRUE(stored->empty());
+  // The name is free again: the same create gets as far as before.
+  auto again = m->Create(spec, false);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(calls_.Count("policy.Resolve k1"), 2);
+}
+
+TEST_F(SandboxManagerTest, AGitdRefusalOfTheBaselineKeepsItsCodeAndRecordsNothing) {
+  auto m = NewManager();
+  ASSERT_TRUE(m->Recover().ok());
+  std::string ws = dir_.path() + "/ws";
+  ASSERT_TRUE(MakeDirs(ws, 0755).ok());
+  git_->baseline = absl::PermissionDeniedError("gitd refused to record the baseline: not yours");
+  vmm::SandboxSpec spec = Spec("b1");
+  spec.add_mounts()->set_host_path(ws);
+  auto created = m->Create(spec, false);
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kPermissionDenied) << created.status();
+  EXPECT_EQ(created.status().message().find("daemon start"), absl::string_view::npos);
+  EXPECT_EQ(calls_.Count("secrets.Sentinels b1"), 0) << "nothing registered after the refusal";
+  EXPECT_TRUE(m->List().empty());
+}
+
+TEST_F(SandboxManagerTest, RmStopsBeforeLosingAnythingWhenSecretsdCannotForget) {
+  auto m = NewManager();
+  ASSERT_TRUE(m->Recover().ok());
+  auto created = m->Create(Spec("r1"), false);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->state(), vmm::CREATING);
+  // The fake image's layer is not a tar: the disk step fails, with why.
+  vmm::Sandbox settled = WaitSettled(*m, "r1");
+  ASSERT_EQ(settled.state(), vmm::FAILED) << settled.DebugString();
+  EXPECT_FALSE(settled.failure().empty());
+
+  secrets_->forget = absl::UnavailableError(
+      "secretsd at /run/airlock/secretsd.sock did not forget the sandbox's secrets (down); "
+      "start it with `airlock daemon start`");
+  absl::Status rm = m->Remove("r1", false);
+  EXPECT_EQ(rm.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(rm.message().rfind("cannot remove sandbox r1: secretsd must forget its secrets first: "
+                               "secretsd at ",
+                               0),
+            0u)
+      << rm;
+  EXPECT_TRUE(m->Get("r1").ok()) << "still there, to remove once secretsd answers";
+  EXPECT_TRUE(Exists(SandboxDirOf("r1"))) << "its directory is kept too";
+  EXPECT_EQ(calls_.Count("proxy.Detach r1"), 0);
+
+  secrets_->forget = absl::OkStatus();
+  ASSERT_TRUE(m->Remove("r1", false).ok());
+  EXPECT_EQ(m->Get("r1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(calls_.Count("policy.ForgetSandboxRules r1"), 1);
+  auto stored = store_->LoadAll();
+  ASSERT_TRUE(stored.ok());
+  EXPECT_TRUE(stored->empty());
+  EXPECT_FALSE(Exists(SandboxDirOf("r1")));
+}
+
+TEST_F(SandboxManagerTest, RecoveryFinishesWhatAKilledVmmdLeftMidOperation) {
+  // What a vmmd SIGKILLed mid-create, mid-stop, and while running (its VM
+  // gone too) left in the store.
+  for (auto [name, state] : {std::pair{"c", vmm::CREATING}, std::pair{"s", vmm::STOPPING},
+                             std::pair{"r", vmm::RUNNING}, std::pair{"o", vmm::STOPPED}}) {
+    vmm::Sandbox sb;
+    *sb.mutable_spec() = Spec(name);
+    sb.set_state(state);
+    sb.set_vmm_pid(state == vmm::RUNNING ? 999999 : 0);
+    ASSERT_TRUE(store_->Insert(sb).ok());
+  }
+  auto m = NewManager();
+  ASSERT_TRUE(m->Recover().ok());
+  EXPECT_EQ(m->Get("c")->state(), vmm::FAILED);
+  EXPECT_NE(m->Get("c")->failure().find("vmmd stopped while the sandbox was being created"),
+            std::string::npos);
+  EXPECT_EQ(m->Get("s")->state(), vmm::STOPPED);
+  EXPECT_EQ(m->Get("r")->state(), vmm::FAILED);
+  EXPECT_NE(m->Get("r")->failure().find("the VM exited while vmmd was not running"),
+            std::string::npos);
+  EXPECT_EQ(m->Get("r")->vmm_pid(), 0);
+  EXPECT_EQ(m->Get("o")->state(), vmm::STOPPED);
+  // Stored, not just in memory: a second restart sees the same.
+  auto stored = store_->LoadAll();
+  ASSERT_TRUE(stored.ok());
+  for (const auto& sb : *stored) {
+    EXPECT_EQ(sb.state(), m->Get(sb.spec().name())->state()) << sb.spec().name();
+  }
+}
+
+}  // namespace
+}  // namespace airlock::vmmd
