@@ -151,7 +151,9 @@ TEST_F(KitFilesTest, ALargeFileIsStreamedInBoundedChunksAndArrivesWhole) {
   std::string received;
   for (size_t i = 0; i < messages.size(); ++i) {
     EXPECT_LE(messages[i].data().size(), kKitFileChunkBytes);
-    if (i > 0) EXPECT_TRUE(messages[i].path().empty());
+    if (i > 0) {
+      EXPECT_TRUE(messages[i].path().empty());
+    }
     received += messages[i].data();
   }
   EXPECT_TRUE(received == content)
