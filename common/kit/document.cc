@@ -1,11 +1,13 @@
 #include "common/kit/document.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -22,6 +24,14 @@ constexpr int kMaxDepth = 64;
 constexpr size_t kMaxNodes = 512 * 1024;
 
 constexpr absl::string_view kCoreTagPrefix = "tag:yaml.org,2002:";
+
+// yaml-cpp reads an implicit key, as every key of JSON is, of at most 1024
+// characters, quotes included. A key longer than that as JSON is refused,
+// so that canonical JSON always decodes: escaping can make it six times
+// the length of its YAML spelling.
+constexpr size_t kMaxJsonKeyLength = 1024;
+
+void AppendJsonString(absl::string_view s, std::string* out);
 
 bool IsDigits(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), absl::ascii_isdigit);
@@ -73,6 +83,39 @@ bool ParseInt(absl::string_view s, int64_t* out) {
   return true;
 }
 
+// Utf8Length is the length of the well-formed UTF-8 sequence starting
+// at s[i] (shortest form, no surrogate, at most U+10FFFF), setting
+// `code_point`; 0 when the bytes there are not one.
+size_t Utf8Length(absl::string_view s, size_t i, uint32_t* code_point) {
+  unsigned char c = s[i];
+  if (c < 0x80) {
+    *code_point = c;
+    return 1;
+  }
+  size_t len = c >= 0xf8 ? 0 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  uint32_t cp = len == 4 ? c & 0x07 : len == 3 ? c & 0x0f : c & 0x1f;
+  for (size_t k = 1; k < len; ++k) {
+    unsigned char cc = s[i + k];
+    if ((cc & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3f);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  *code_point = cp;
+  return len;
+}
+
+bool IsUtf8(absl::string_view s) {
+  uint32_t cp;
+  for (size_t i = 0; i < s.size();) {
+    size_t len = Utf8Length(s, i, &cp);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
 class Decoder {
  public:
   absl::StatusOr<Value> Convert(const YAML::Node& node, int depth) {
@@ -89,6 +132,7 @@ class Decoder {
       case YAML::NodeType::Undefined:
         return Value::Null();
       case YAML::NodeType::Scalar:
+        if (!IsUtf8(node.Scalar())) return NotUtf8(node);
         return Scalar(node);
       case YAML::NodeType::Sequence: {
         if (!CollectionTagOk(node.Tag(), "seq")) return BadTag(node);
@@ -108,6 +152,13 @@ class Decoder {
             return Fail(kv.first, "mapping keys must be scalars");
           }
           std::string key = kv.first.Scalar();
+          if (!IsUtf8(key)) return NotUtf8(kv.first);
+          std::string spelled;
+          AppendJsonString(key, &spelled);
+          if (spelled.size() > kMaxJsonKeyLength) {
+            return Fail(kv.first, absl::StrCat("mapping key is longer than ", kMaxJsonKeyLength,
+                                               " characters as JSON"));
+          }
           if (map.Find(key) != nullptr) {
             return Fail(kv.first, absl::StrCat("mapping key \"", key, "\" already defined"));
           }
@@ -181,6 +232,13 @@ class Decoder {
     return v;
   }
 
+  // A YAML stream is Unicode. yaml-cpp passes other bytes through; the
+  // spec's decoder refuses them, and so does this one: canonical JSON
+  // could only replace them, and the JSON would then not decode to itself.
+  static absl::Status NotUtf8(const YAML::Node& node) {
+    return Fail(node, "the scalar is not valid UTF-8");
+  }
+
   absl::Status BadTag(const YAML::Node& node) {
     return Fail(node, absl::StrCat("unsupported YAML tag \"", node.Tag(), "\""));
   }
@@ -193,6 +251,29 @@ class Decoder {
   }
 
   size_t nodes_ = 0;
+};
+
+// DocumentStarts records where each document of a stream starts and
+// ignores the rest of the events.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  const std::vector<YAML::Mark>& marks() const { return marks_; }
+
+  void OnDocumentStart(const YAML::Mark& mark) override { marks_.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  std::vector<YAML::Mark> marks_;
 };
 
 // AppendJsonString writes a JSON string, escaping as Go's encoder does.
@@ -240,19 +321,9 @@ void AppendJsonString(absl::string_view s, std::string* out) {
       continue;
     }
     // Decode one UTF-8 sequence; anything malformed becomes U+FFFD.
-    int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
-    uint32_t cp = len == 4 ? c & 0x07 : len == 3 ? c & 0x0f : c & 0x1f;
-    bool valid = len > 0 && i + len <= s.size();
-    for (int k = 1; valid && k < len; ++k) {
-      unsigned char cc = s[i + k];
-      if ((cc & 0xc0) != 0x80) valid = false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (valid && (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))) {
-      valid = false;
-    }
-    if (!valid) {
+    uint32_t cp = 0;
+    size_t len = Utf8Length(s, i, &cp);
+    if (len == 0) {
       *out += "\\ufffd";
       ++i;
       continue;
@@ -270,6 +341,10 @@ void AppendJsonString(absl::string_view s, std::string* out) {
 // AppendGoFloat writes a float as Go's encoding/json does: shortest
 // round-trip digits, exponent form only outside [1e-6, 1e21).
 void AppendGoFloat(double d, std::string* out) {
+  // Negative zero is written 0, where Go writes -0: "-0" decodes back as
+  // the integer 0, whose JSON is "0", and canonical JSON has to be a fixed
+  // point of decoding (it is the key configs are compared by).
+  if (d == 0) d = 0.0;
   char buf[64];
   double a = std::fabs(d);
   bool exp = a != 0 && (a < 1e-6 || a >= 1e21);
@@ -449,20 +524,30 @@ bool Equal(const Value& a, const Value& b) {
 }
 
 absl::StatusOr<Value> DecodeDocument(absl::string_view text) {
-  std::vector<YAML::Node> docs;
+  YAML::Node doc;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    // Documents are counted first, two at most: YAML::LoadAll never
+    // returns on a flow collection followed by a comma ("[],"), where
+    // yaml-cpp 0.7 yields empty documents forever without consuming it.
+    std::istringstream in{std::string(text)};
+    YAML::Parser parser(in);
+    DocumentStarts starts;
+    while (starts.marks().size() < 2 && parser.HandleNextDocument(starts)) {
+    }
+    if (starts.marks().empty()) return absl::InvalidArgumentError("the document is empty");
+    if (starts.marks().size() > 1) {
+      const YAML::Mark& second = starts.marks()[1];
+      return absl::InvalidArgumentError(
+          absl::StrCat("line ", second.line + 1, " column ", second.column + 1,
+                       ": expected one YAML document, found another"));
+    }
+    doc = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("line ", e.mark.line + 1, " column ", e.mark.column + 1, ": ", e.msg));
   }
-  if (docs.empty()) return absl::InvalidArgumentError("the document is empty");
-  if (docs.size() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected one YAML document, found ", docs.size()));
-  }
   try {
-    return Decoder().Convert(docs[0], 0);
+    return Decoder().Convert(doc, 0);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("line ", e.mark.line + 1, ": ", e.msg));
   }

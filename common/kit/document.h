@@ -72,7 +72,9 @@ absl::StatusOr<Value> DecodeDocument(absl::string_view text);
 
 // ToCanonicalJson writes `v` as Go's json.Marshal writes a decoded
 // map[string]any: compact, keys sorted byte-wise, '<' '>' '&' U+2028 U+2029
-// escaped, floats in Go's shortest form, invalid UTF-8 replaced by U+FFFD.
+// escaped, floats in Go's shortest form (negative zero as 0, so that the
+// JSON decodes to a document with the same JSON), invalid UTF-8 replaced
+// by U+FFFD.
 // This is the published descriptor's encoding and the key for comparing
 // configs.
 std::string ToCanonicalJson(const Value& v);

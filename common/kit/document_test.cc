@@ -65,11 +65,28 @@ TEST(DecodeDocumentTest, Refusals) {
   ExpectError("? [a, b]\n: 1\n", "mapping keys must be scalars");
   ExpectError("a: !custom x\n", "unsupported YAML tag \"!custom\"");
   ExpectError("a: !!int abc\n", "\"abc\" is not a valid !!int");
-  ExpectError("a: 1\n---\nb: 2\n", "expected one YAML document, found 2");
+  ExpectError("a: 1\n---\nb: 2\n", "line 2 column 1: expected one YAML document, found another");
+  // Found by //fuzz:kit_descriptor: yaml-cpp reads a comma after a flow
+  // collection as an endless run of empty documents.
+  ExpectError("[],", "line 1 column 3: expected one YAML document, found another");
+  ExpectError("{a: {b: []}},", "expected one YAML document, found another");
   ExpectError("", "the document is empty");
   ExpectError("a: .nan\n", "has no JSON spelling");
   ExpectError("a: -.inf\n", "has no JSON spelling");
   ExpectError("a: [1, 2\n", "line ");
+  // Found by //fuzz:kit_descriptor: bytes that are not UTF-8 became U+FFFD
+  // in the JSON, which then did not decode to the same JSON.
+  ExpectError("a: caf\xe9\n", "line 1 column 4: the scalar is not valid UTF-8");
+  ExpectError("a: 1\nb\xff: 2\n", "line 2 column 1: the scalar is not valid UTF-8");
+  ExpectError("a: \xf8\x88\x80\x80\x80\n", "the scalar is not valid UTF-8");
+  EXPECT_EQ(Decode("a: \"caf\\u00e9 \xf0\x9f\x98\x80\"\n").Find("a")->text,
+            "caf\xc3\xa9 \xf0\x9f\x98\x80");
+  // Found by //fuzz:kit_descriptor: a key whose JSON spelling (escapes
+  // and quotes) is over yaml-cpp's 1024 characters for an implicit key
+  // could be read but its canonical JSON could not.
+  ExpectError(std::string(171, '<') + ": 1\n", "line 1 column 1: mapping key is longer than 1024");
+  Value long_key = Decode(std::string(1022, 'k') + ": 1\n");
+  EXPECT_TRUE(DecodeDocument(ToCanonicalJson(long_key)).ok());
   // An alias that contains itself would recurse forever.
   ExpectError("a: &x [1, *x]\n", "nests deeper than 64 levels");
   // A billion laughs: a few lines that alias into 10^8 nodes.
@@ -93,6 +110,14 @@ TEST(CanonicalJsonTest, MatchesGoEncoding) {
       "s: \"<a href='x'>&</a>\\u2028\"\nnested: {b: 1, a: 2}\n");
   EXPECT_EQ(ToCanonicalJson(v), R"({"a":[true,null,1.5,4,1e+21,1e-7,-2],"nested":{"a":2,"b":1},)"
                                 R"("s":"\u003ca href='x'\u003e\u0026\u003c/a\u003e\u2028","z":1})");
+}
+
+// Found by //fuzz:kit_descriptor: -0.0 was written "-0", which decodes as
+// the integer 0 and so wrote "0" the second time.
+TEST(CanonicalJsonTest, IsAFixedPointOfDecoding) {
+  std::string json = ToCanonicalJson(Decode("[-0.0, -0, 0.0, -1.5e-7, 2.0]\n"));
+  EXPECT_EQ(json, "[0,0,0,-1.5e-7,2]");
+  EXPECT_EQ(ToCanonicalJson(Decode(json)), json);
 }
 
 TEST(CanonicalJsonTest, EscapesControlsAndReplacesInvalidUtf8) {
