@@ -100,8 +100,9 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("unsupported manifest media type \"", m.media_type, "\""));
   }
+  // Compared as a JSON number: get<int>() would truncate 2^32 + 2 to 2.
   auto schema = j->find("schemaVersion");
-  if (schema == j->end() || !schema->is_number_integer() || schema->get<int>() != 2) {
+  if (schema == j->end() || !schema->is_number_integer() || *schema != 2) {
     return absl::InvalidArgumentError("the image manifest is not schemaVersion 2");
   }
   auto config = j->find("config");

@@ -106,6 +106,20 @@ TEST(OciTest, ParsesManifestIndexAndConfig) {
   EXPECT_EQ(again->user, "u");
 }
 
+// Found by //fuzz:oci_manifest: schemaVersion 4294967298 read as 2.
+TEST(OciTest, ManifestSchemaVersionIsExactly2) {
+  std::string d = "sha256:" + std::string(64, 'c');
+  auto manifest = [&](const std::string& version) {
+    return oci::ParseManifest("{\"schemaVersion\":" + version + ",\"config\":{\"digest\":\"" + d +
+                              "\",\"size\":1},\"layers\":[]}");
+  };
+  EXPECT_TRUE(manifest("2").ok());
+  for (const char* bad :
+       {"4294967298", "18446744073709551614", "-4294967294", "2.0", "\"2\"", "1"}) {
+    EXPECT_FALSE(manifest(bad).ok()) << bad;
+  }
+}
+
 TEST(AuthenticateTest, ReadsBearerAndBasicChallenges) {
   auto b = ParseAuthenticate(
       "Bearer realm=\"https://auth.docker.io/token\",service=\"registry.docker.io\","
