@@ -157,28 +157,56 @@ absl::Status ValidatePathGlob(absl::string_view glob) {
 
 namespace {
 
+// Both matchers below are the two-pointer wildcard match: on a mismatch
+// the last star takes one more item and matching resumes after it, which
+// is exact when every other token matches one item. The path is the
+// guest's: trying every split at every star instead took exponential time
+// in the number of stars (a kit's "/v2/*****..." against a long segment).
+
+// SegmentMatches: '*' inside a segment matches any run of its characters.
 bool SegmentMatches(absl::string_view glob, absl::string_view seg) {
-  // '*' inside a segment matches any run of characters of that segment.
-  size_t star = glob.find('*');
-  if (star == absl::string_view::npos) return glob == seg;
-  absl::string_view head = glob.substr(0, star), tail = glob.substr(star + 1);
-  if (!absl::StartsWith(seg, head)) return false;
-  for (size_t i = head.size(); i <= seg.size(); ++i) {
-    if (SegmentMatches(tail, seg.substr(i))) return true;
+  size_t g = 0, s = 0;
+  size_t star = absl::string_view::npos, resume = 0;
+  while (s < seg.size()) {
+    if (g < glob.size() && glob[g] == '*') {
+      star = g++;
+      resume = s;
+    } else if (g < glob.size() && glob[g] == seg[s]) {
+      ++g;
+      ++s;
+    } else if (star != absl::string_view::npos) {
+      g = star + 1;
+      s = ++resume;
+    } else {
+      return false;
+    }
   }
-  return false;
+  while (g < glob.size() && glob[g] == '*') ++g;
+  return g == glob.size();
 }
 
-bool SegmentsMatch(const std::vector<absl::string_view>& g, size_t gi,
-                   const std::vector<absl::string_view>& p, size_t pi) {
-  if (gi == g.size()) return pi == p.size();
-  if (g[gi] == "**") {
-    for (size_t k = pi; k <= p.size(); ++k) {
-      if (SegmentsMatch(g, gi + 1, p, k)) return true;
+// SegmentsMatch: a "**" segment matches any number of segments, any other
+// one segment.
+bool SegmentsMatch(const std::vector<absl::string_view>& glob,
+                   const std::vector<absl::string_view>& path) {
+  size_t g = 0, p = 0;
+  size_t star = std::string::npos, resume = 0;
+  while (p < path.size()) {
+    if (g < glob.size() && glob[g] == "**") {
+      star = g++;
+      resume = p;
+    } else if (g < glob.size() && SegmentMatches(glob[g], path[p])) {
+      ++g;
+      ++p;
+    } else if (star != std::string::npos) {
+      g = star + 1;
+      p = ++resume;
+    } else {
+      return false;
     }
-    return false;
   }
-  return pi < p.size() && SegmentMatches(g[gi], p[pi]) && SegmentsMatch(g, gi + 1, p, pi + 1);
+  while (g < glob.size() && glob[g] == "**") ++g;
+  return g == glob.size();
 }
 
 }  // namespace
@@ -186,7 +214,7 @@ bool SegmentsMatch(const std::vector<absl::string_view>& g, size_t gi,
 bool PathMatches(absl::string_view glob, absl::string_view path) {
   std::vector<absl::string_view> g = absl::StrSplit(glob.substr(1), '/');
   std::vector<absl::string_view> p = absl::StrSplit(path.substr(std::min<size_t>(1, path.size())), '/');
-  return SegmentsMatch(g, 0, p, 0);
+  return SegmentsMatch(g, p);
 }
 
 std::string Rule::Text() const {

@@ -96,6 +96,29 @@ TEST(PathMatchesTest, Globs) {
   EXPECT_TRUE(PathMatches("/v1/messages", "/v1/messages"));
   EXPECT_FALSE(PathMatches("/v1/messages", "/v1/messages/x"));
   EXPECT_TRUE(PathMatches("/files/*.txt", "/files/a.txt"));
+  EXPECT_TRUE(PathMatches("/files/*.txt", "/files/.txt"));
+  EXPECT_FALSE(PathMatches("/files/*.txt", "/files/a.txt.gz"));
+  EXPECT_TRUE(PathMatches("/a/*b*c*/d", "/a/xbycbzc/d"));
+  EXPECT_FALSE(PathMatches("/a/*b*c*/d", "/a/xcyb/d"));
+  EXPECT_TRUE(PathMatches("/**/x/**/y", "/x/y"));
+  EXPECT_TRUE(PathMatches("/**/x/**/y", "/a/x/b/c/x/y"));
+  EXPECT_FALSE(PathMatches("/**/x/**/y", "/a/x/b/c/y/z"));
+  EXPECT_TRUE(PathMatches("/**", "/"));
+  EXPECT_TRUE(PathMatches("/*", "/"));
+}
+
+// Found by //fuzz:policy_rule: each star tried every split, so many stars
+// against a long path took exponential time; the guest chooses the path.
+TEST(PathMatchesTest, ManyStarsStayFast) {
+  std::string stars(60, '*');
+  std::string segment(4000, 'a');
+  EXPECT_FALSE(PathMatches("/v2/" + stars + "b" + stars, "/v2/" + segment));
+  std::string deep = "/**";
+  std::string path;
+  for (int i = 0; i < 30; ++i) deep += "/a/**";
+  for (int i = 0; i < 2000; ++i) path += "/a";
+  EXPECT_FALSE(PathMatches(deep + "/b", path));
+  EXPECT_TRUE(PathMatches(deep, path));
 }
 
 TEST(DecideTest, DefaultDenyAndExactDomain) {
