@@ -351,12 +351,13 @@ bool AnyOf(const std::vector<std::string>& v, Pred pred) {
 bool HostCoveredBy(const std::vector<std::string>& grants, const std::string& item) {
   if (std::binary_search(grants.begin(), grants.end(), item)) return true;
   // Only a wildcard, or the same name without a port, covers another host;
-  // wildcards start with '*', which sorts before every name character.
+  // wildcards start with '*', so they are the sorted run from "*" on (hosts
+  // are verbatim: some may sort before it).
   std::string name(SplitHost(item).name);
   if (name != item && std::binary_search(grants.begin(), grants.end(), name)) return true;
-  for (const std::string& g : grants) {
-    if (g.empty() || g[0] != '*') break;
-    if (HostCovers(g, item)) return true;
+  for (auto g = std::lower_bound(grants.begin(), grants.end(), "*");
+       g != grants.end() && (*g)[0] == '*'; ++g) {
+    if (HostCovers(*g, item)) return true;
   }
   return false;
 }

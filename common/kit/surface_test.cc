@@ -267,6 +267,12 @@ TEST(DiffTest, HostGlobs) {
 
   Surface all = Runtime("allow: [\"**\"]");
   EXPECT_FALSE(Diff(all, Runtime("allow: [anything.example, \"*\"]")).widens());
+
+  // Found by //fuzz:kit_descriptor: a granted host sorting before '*'
+  // hid the wildcards after it, so a covered host read as a widening.
+  Surface odd = Runtime("allow: [\" **.invalid\", \"(x)\", \"*\"]");
+  EXPECT_FALSE(
+      Diff(odd, Runtime("allow: [\" **.invalid\", \"(x)\", \"*\", new.invalid]")).widens());
 }
 
 TEST(DiffTest, Ports) {
