@@ -22,7 +22,7 @@ absl::StatusOr<std::unique_ptr<StateDb>> StateDb::Open(const std::string& path) 
     return absl::UnavailableError(absl::StrCat("cannot open state file ", path, ": ", msg));
   }
   sqlite3_busy_timeout(db, 5000);
-  std::unique_ptr<StateDb> out(new StateDb(db));
+  std::unique_ptr<StateDb> out(new StateDb(db, path));
   for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
                              "PRAGMA foreign_keys=ON"}) {
     if (absl::Status s = out->Run(pragma, {}, nullptr); !s.ok()) {
@@ -78,9 +78,9 @@ absl::Status StateDb::Run(absl::string_view sql, const std::vector<SqlValue>& pa
                           std::vector<SqlRow>* rows) {
   std::lock_guard<std::mutex> lock(mu_);
   sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt,
-                         nullptr) != SQLITE_OK) {
-    return absl::InternalError(absl::StrCat("sql \"", sql, "\": ", sqlite3_errmsg(db_)));
+  if (int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+      rc != SQLITE_OK) {
+    return Failure(rc, sql);
   }
   for (size_t i = 0; i < params.size(); ++i) {
     int idx = static_cast<int>(i + 1);
@@ -108,11 +108,20 @@ absl::Status StateDb::Run(absl::string_view sql, const std::vector<SqlValue>& pa
     rows->push_back(std::move(row));
   }
   absl::Status status = absl::OkStatus();
-  if (rc != SQLITE_DONE) {
-    status = absl::InternalError(absl::StrCat("sql \"", sql, "\": ", sqlite3_errmsg(db_)));
-  }
+  if (rc != SQLITE_DONE) status = Failure(rc, sql);
   sqlite3_finalize(stmt);
   return status;
+}
+
+absl::Status StateDb::Failure(int rc, absl::string_view sql) {
+  // A full disk is the operator's to fix: which file, and what to do; the
+  // statement would only be noise. SQLite undoes the failed statement.
+  if ((rc & 0xff) == SQLITE_FULL) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no space left on the disk holding ", path_, " (", sqlite3_errmsg(db_),
+        "): free some space and try again"));
+  }
+  return absl::InternalError(absl::StrCat("sql \"", sql, "\": ", sqlite3_errmsg(db_)));
 }
 
 absl::Status InTransaction(StateDb* db, const std::function<absl::Status()>& body) {

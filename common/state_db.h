@@ -41,7 +41,9 @@ class StateDb {
   // PRAGMA user_version, so a schema is only ever extended.
   absl::Status Migrate(const std::vector<std::string>& steps);
 
-  // Exec runs one statement with bound parameters.
+  // Exec runs one statement with bound parameters. A write the disk has no
+  // room for fails with RESOURCE_EXHAUSTED naming this state file (never
+  // the statement), so the operator knows which disk to free.
   absl::Status Exec(absl::string_view sql, const std::vector<SqlValue>& params = {});
 
   // Query runs one statement and returns its rows.
@@ -52,12 +54,15 @@ class StateDb {
   int64_t Changes();
 
  private:
-  explicit StateDb(sqlite3* db) : db_(db) {}
+  StateDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   absl::Status Run(absl::string_view sql, const std::vector<SqlValue>& params,
                    std::vector<SqlRow>* rows);
+  // Failure is the status of a statement that failed with SQLite code `rc`.
+  absl::Status Failure(int rc, absl::string_view sql);
 
   std::mutex mu_;
   sqlite3* db_;
+  std::string path_;
 };
 
 // InTransaction runs `body` between BEGIN IMMEDIATE and COMMIT on `db`,

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace airlock {
@@ -58,6 +59,35 @@ TEST(StateDbTest, BadSqlIsAnErrorNotACrash) {
   absl::Status s = (*db)->Exec("SELEKT 1");
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("SELEKT"), std::string::npos);
+}
+
+TEST(StateDbTest, AFullDiskNamesTheFileAndChangesNothing) {
+  std::string path = DbPath("full.db");
+  auto db = StateDb::Open(path);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE((*db)->Migrate({"CREATE TABLE t (v BLOB)"}).ok());
+  ASSERT_TRUE((*db)->Exec("INSERT INTO t VALUES ('kept')").ok());
+  // The file may not grow: SQLite answers as it does on a full disk.
+  auto pages = (*db)->Query("PRAGMA page_count");
+  ASSERT_TRUE(pages.ok());
+  ASSERT_TRUE((*db)->Query(absl::StrCat("PRAGMA max_page_count=", (*pages)[0][0])).ok());
+  absl::Status s = (*db)->Exec("INSERT INTO t VALUES (?)", {std::string(64 * 1024, 'x')});
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(s.message(), absl::StrCat("no space left on the disk holding ", path,
+                                      " (database or disk is full): free some space and try "
+                                      "again"));
+  // The same inside a transaction: rolled back, and the next one works.
+  absl::Status tx = InTransaction(db->get(), [&] {
+    return (*db)->Exec("INSERT INTO t VALUES (?)", {std::string(64 * 1024, 'y')});
+  });
+  EXPECT_EQ(tx.code(), absl::StatusCode::kResourceExhausted) << tx;
+  auto rows = (*db)->Query("SELECT v FROM t");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0][0], "kept");
+  EXPECT_TRUE(InTransaction(db->get(), [&] {
+                return (*db)->Exec("INSERT INTO t VALUES ('small')");
+              }).ok());
 }
 
 }  // namespace
