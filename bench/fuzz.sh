@@ -7,6 +7,10 @@
 # fixed; this script exits 1 when any target crashed.
 #
 # usage: bench/fuzz.sh [--seconds N] [TARGET...]   (default: every target)
+#
+# policy_rule and api_json link generated protobuf code: the script first
+# runs `bazel build` of their proto targets and compiles the .pb.cc files
+# from bazel-bin (protobuf, yaml-cpp, RE2 and OpenSSL come from pkg-config).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,11 +19,12 @@ targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(http_request http_response dns_query tls_sni channel_hello)
+[ ${#targets[@]} -gt 0 ] || targets=(http_request http_response dns_query tls_sni channel_hello
+  policy_rule kit_descriptor oci_manifest api_json)
 
 cxx=""
 for c in clang++-16 clang++-15 clang++-14 clang++; do
@@ -30,25 +35,62 @@ if [ -z "$cxx" ]; then
   exit 2
 fi
 
-# What each target links besides its own file.
+# What each target links besides its own file ($gen is bazel-bin, for the
+# generated protobuf code), the libraries it needs beyond Abseil, and the
+# proto targets whose code it compiles.
 sources_of() {
   case "$1" in
     http_request|http_response) echo proxyd/http.cc ;;
     dns_query|tls_sni) echo proxyd/http.cc proxyd/wire.cc ;;
     channel_hello) echo common/channel_hello.cc ;;
+    policy_rule)
+      echo common/policy/rules.cc common/policy/rule_wire.cc "$gen/protos/policy/v1/policy.pb.cc" ;;
+    kit_descriptor)
+      echo common/kit/{capabilities,compose,descriptor,document,effective,problems}.cc \
+        common/kit/{references,relations,surface}.cc common/kit/internal/fields.cc ;;
+    oci_manifest) echo vmmd/store/oci.cc ;;
+    api_json) echo apid/wire_json.cc apid/api_error.cc "$gen/protos/api/v1/wire.pb.cc" ;;
     *) echo "fuzz.sh: unknown target $1" >&2; return 1 ;;
+  esac
+}
+libs_of() {
+  case "$1" in
+    policy_rule|api_json) pkg-config --libs protobuf ;;
+    kit_descriptor) pkg-config --libs yaml-cpp re2 libcrypto ;;
+    oci_manifest) pkg-config --libs libcrypto ;;
+  esac
+}
+protos_of() {
+  case "$1" in
+    policy_rule) echo //protos:policy_cc_grpc ;;
+    api_json) echo //protos:api_wire_cc ;;
   esac
 }
 
 out=$(mktemp -d /tmp/airlock-fuzz.XXXXXX)
 trap 'rm -rf "$out"' EXIT
+gen=""
+protos=()
+for t in "${targets[@]}"; do
+  sources_of "$t" >/dev/null || exit 2
+  protos+=($(protos_of "$t"))
+done
+if [ ${#protos[@]} -gt 0 ]; then
+  if ! bazel build "${protos[@]}" > "$out/protos.log" 2>&1; then
+    echo "fuzz.sh: bazel build ${protos[*]} failed:" >&2
+    tail -20 "$out/protos.log" >&2
+    exit 2
+  fi
+  gen=$(bazel info bazel-bin 2>/dev/null)
+fi
 absl=$(pkg-config --libs absl_statusor absl_strings absl_str_format absl_status)
 crashed=0
 printf '%-15s %12s %10s %8s %8s %8s\n' target execs execs/s cov ft crashes
 for t in "${targets[@]}"; do
   srcs=$(sources_of "$t")
-  if ! "$cxx" -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined \
-      -fno-sanitize-recover=undefined "fuzz/${t}_fuzz.cc" $srcs $absl -o "$out/$t" \
+  libs=$(libs_of "$t")
+  if ! "$cxx" -std=c++17 -O1 -g -I. ${gen:+-I"$gen"} -fsanitize=fuzzer,address,undefined \
+      -fno-sanitize-recover=undefined "fuzz/${t}_fuzz.cc" $srcs $absl $libs -o "$out/$t" \
       2> "$out/$t.build"; then
     echo "fuzz.sh: $t does not build with $cxx:" >&2
     tail -20 "$out/$t.build" >&2
