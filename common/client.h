@@ -16,9 +16,13 @@ namespace airlock {
 std::shared_ptr<grpc::Channel> DialUnix(const std::string& path);
 
 // CheckHealth asks grpc.health.v1 once; OK when the daemon is SERVING.
-absl::Status CheckHealth(grpc::Channel& channel, std::chrono::milliseconds timeout);
+// With `wait_for_ready` the call waits (up to `timeout`) for the channel to
+// connect instead of failing at once while it is reconnecting.
+absl::Status CheckHealth(grpc::Channel& channel, std::chrono::milliseconds timeout,
+                         bool wait_for_ready = false);
 
-// WaitHealthy polls CheckHealth until it succeeds or `timeout` passes.
+// WaitHealthy polls CheckHealth until it succeeds or `timeout` passes. It
+// answers as soon as a daemon that (re)starts meanwhile serves.
 absl::Status WaitHealthy(grpc::Channel& channel, std::chrono::milliseconds timeout);
 
 // DeadlineAfter sets `ctx`'s deadline `d` from now.
