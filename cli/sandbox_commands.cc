@@ -223,13 +223,19 @@ void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
   cmd->add_option("--pull", f->pull,
                   "Pull the image first: always, missing (when the store lacks it) or never")
       ->default_val("missing");
+  // Each of the repeatable options takes exactly one value per use: without
+  // allow_extra_args(false) CLI11 lets a vector option take the words after
+  // it that the positionals do not need (`-p 8000 shell DIR` read "shell"
+  // as a second port).
   cmd->add_option("-e,--env", f->env, "Environment variable KEY=VALUE for every process")
       ->expected(1)
+      ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("-p,--publish", f->publish,
                   "Publish a port: [[HOST_IP:]HOST_PORT:]SANDBOX_PORT[/tcp] (host IP defaults to "
                   "127.0.0.1, an omitted host port is chosen free)")
       ->expected(1)
+      ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--clone", f->clone,
                 "Clone mode: share PATH's Git repo read-only and work in a private clone; "
@@ -239,9 +245,11 @@ void AddCreateFlags(CLI::App* cmd, CreateFlags* f) {
                   "Run a kit: an OCI image layout directory or a descriptor file; repeat for "
                   "mixins (exactly one workload)")
       ->expected(1)
+      ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--kit-arg", f->kit_args, "Kit argument NAME=VALUE")
       ->expected(1)
+      ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   auto* docker = cmd->add_flag(
       "--docker", f->docker,
