@@ -128,17 +128,22 @@ std::vector<DaemonStatus> Daemons::Status() const {
     st.log = LogOf(name);
     st.remote = IsRemote(name);
     struct stat sb;
+    std::shared_ptr<grpc::Channel> ch;
     if (st.remote) {
+      // A remote daemon is asked where it is, never at another endpoint:
+      // wrong TLS files leave it "unreachable".
       auto peer = PeerOf(name);
-      st.socket = peer.ok() ? peer->address() : getenv(
-          absl::StrCat("AIRLOCK_", absl::AsciiStrToUpper(name)).c_str());
+      st.socket = peer.ok() ? peer->address()
+                            : std::string(getenv(
+                                  absl::StrCat("AIRLOCK_", absl::AsciiStrToUpper(name)).c_str()));
       st.state = "unreachable";
+      if (peer.ok()) ch = peer->Dial();
     } else {
       st.pid = LivePid(absl::StrCat(runtime_dir_, "/", name, ".pid"), name);
       st.state = st.pid ? "unhealthy" : "stopped";
+      if (stat(st.socket.c_str(), &sb) == 0) ch = DialUnix(st.socket);
     }
-    if (st.remote || stat(st.socket.c_str(), &sb) == 0) {
-      auto ch = Dial(name);
+    if (ch != nullptr) {
       auto stub = airlock::daemon::v1::Daemon::NewStub(ch);
       grpc::ClientContext ctx;
       DeadlineAfter(ctx, std::chrono::seconds(2));
@@ -160,15 +165,20 @@ absl::Status Daemons::Start(bool progress) {
   if (absl::Status s = MakeDirs(state_dir_ + "/logs", 0700); !s.ok()) return s;
   std::vector<DaemonStatus> before = Status();
   std::vector<std::pair<std::string, pid_t>> launched;
+  absl::Status remote_down = absl::OkStatus();
   for (const auto& st : before) {
     if (st.state == "running") continue;
     if (st.remote) {
+      // Not ours to start; the local ones still are, and are waited for.
+      if (!remote_down.ok()) continue;
       auto peer = PeerOf(st.name);
-      if (!peer.ok()) return peer.status();
-      return absl::UnavailableError(absl::StrCat(
-          st.name, " at ", peer->address(), " (AIRLOCK_", absl::AsciiStrToUpper(st.name),
-          ") does not answer; it runs on another host: start it there, or unset the variable "
-          "to use a local one"));
+      remote_down = peer.ok()
+          ? absl::UnavailableError(absl::StrCat(
+                st.name, " at ", peer->address(), " (AIRLOCK_", absl::AsciiStrToUpper(st.name),
+                ") does not answer; it runs on another host: start it there, or unset the "
+                "variable to use a local one"))
+          : peer.status();
+      continue;
     }
     if (st.state == "unhealthy") {
       // A live process holds the lock but does not answer: give it a moment
@@ -208,7 +218,7 @@ absl::Status Daemons::Start(bool progress) {
                                                  "\nlast lines of ", LogOf(name), ":\n", log));
     }
   }
-  return absl::OkStatus();
+  return remote_down;
 }
 
 absl::Status Daemons::Stop(int grace_s, bool progress) {
@@ -217,6 +227,9 @@ absl::Status Daemons::Stop(int grace_s, bool progress) {
   // down while the others still answer.
   for (auto it = names.rbegin(); it != names.rend(); ++it) {
     const std::string& name = *it;
+    // A daemon named by $AIRLOCK_<NAME> is someone else's to stop, even
+    // when one of that name also runs here.
+    if (IsRemote(name)) continue;
     pid_t pid = LivePid(absl::StrCat(runtime_dir_, "/", name, ".pid"), name);
     if (pid == 0) continue;
     if (progress) std::cerr << "stopping " << name << " (pid " << pid << ")\n";

@@ -51,18 +51,21 @@ class Daemons {
   // PeerOf is where daemon `name` is; INVALID_ARGUMENT naming the variable
   // when $AIRLOCK_<NAME> or the TLS files are wrong.
   absl::StatusOr<Peer> PeerOf(const std::string& name) const;
-  // Dial returns a channel to daemon `name` (to its local socket when
-  // PeerOf fails; EnsureRunning reports that error).
+  // Dial returns a channel to daemon `name`; call it after EnsureRunning
+  // (a PeerOf error there would leave it dialing the local socket).
   std::shared_ptr<grpc::Channel> Dial(const std::string& name) const;
 
   // Status reports every daemon.
   std::vector<DaemonStatus> Status() const;
 
-  // Start launches every daemon that is not healthy, in the background, and
-  // waits until all are healthy. `progress` lines go to stderr when set.
+  // Start launches every local daemon that is not healthy, in the
+  // background, and waits until all are healthy; then UNAVAILABLE when a
+  // remote one does not answer. Local daemons it starts read their peers
+  // from <state-dir>/<name>.conf, not from $AIRLOCK_<NAME>. `progress`
+  // lines go to stderr when set.
   absl::Status Start(bool progress);
 
-  // Stop sends SIGTERM to every running daemon, waits for it to exit
+  // Stop sends SIGTERM to every running local daemon, waits for it to exit
   // (SIGKILL after `grace_s` seconds), and reports what it stopped.
   absl::Status Stop(int grace_s, bool progress);
 

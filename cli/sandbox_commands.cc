@@ -35,8 +35,11 @@ namespace {
 // running. Null (after printing why) when that fails.
 std::unique_ptr<vmm::Vmm::Stub> Connect() {
   Daemons d;
-  // A boot attaches the sandbox's egress to proxyd, so both must run.
-  absl::Status s = d.EnsureRunning("proxyd");
+  // A boot attaches the sandbox's egress to proxyd, so both must run (a
+  // remote vmmd has its own proxyd).
+  absl::Status s = d.PeerOf("vmmd").ok() && d.PeerOf("vmmd")->is_tcp()
+                       ? absl::OkStatus()
+                       : d.EnsureRunning("proxyd");
   if (s.ok()) s = d.EnsureRunning("vmmd");
   if (!s.ok()) {
     std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";

@@ -261,6 +261,18 @@ TEST_F(RemotePeersE2ETest, OnlyProxydsCertificateResolvesOverTcp) {
   EXPECT_TRUE(ok.ok()) << ok.error_message();
 }
 
+TEST_F(RemotePeersE2ETest, TheTcpServerRefusesPlaintextAndClientsWithoutACertificate) {
+  const std::string addr = absl::StrCat("localhost:", secretsd_port_);
+  auto plain = secrets::v1::Secrets::NewStub(
+      grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(Resolve(*plain).error_code(), grpc::StatusCode::UNAVAILABLE);
+  grpc::SslCredentialsOptions no_cert;
+  no_cert.pem_root_certs = ReadFileToString(*pki_ + "/ca.pem");
+  auto anonymous = secrets::v1::Secrets::NewStub(
+      grpc::CreateChannel(addr, grpc::SslCredentials(no_cert)));
+  EXPECT_EQ(Resolve(*anonymous).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
 TEST_F(RemotePeersE2ETest, TheServerNameIsChecked) {
   // The server's certificate names localhost only.
   auto stub = Secretsd(absl::StrCat("127.0.0.1:", secretsd_port_), "proxyd");

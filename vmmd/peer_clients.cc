@@ -285,12 +285,17 @@ absl::Status PeerCallError(absl::string_view daemon, const Peer& at, absl::strin
     case StatusCode::FAILED_PRECONDITION:
     case StatusCode::NOT_FOUND:
     case StatusCode::ALREADY_EXISTS:
-    case StatusCode::PERMISSION_DENIED:
-    case StatusCode::UNAUTHENTICATED:
     case StatusCode::OUT_OF_RANGE:
     case StatusCode::RESOURCE_EXHAUSTED:
       return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                           absl::StrCat(daemon, " refused to ", action, ": ", s.error_message()));
+    case StatusCode::PERMISSION_DENIED:
+    case StatusCode::UNAUTHENTICATED:
+      // The peer refused vmmd, not vmmd's caller: passed on as they are,
+      // a REST client would read its own token as bad (403/401).
+      return absl::FailedPreconditionError(absl::StrCat(
+          daemon, " at ", at.address(), " refused vmmd's call to ", action, ": ",
+          s.error_message(), " (check the daemons' identities: --peer-tls-cert, --*-exe)"));
     case StatusCode::UNIMPLEMENTED:
       return absl::FailedPreconditionError(absl::StrCat(
           daemon, " at ", at.address(), " cannot ", action, " (", s.error_message(),

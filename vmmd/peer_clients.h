@@ -32,9 +32,11 @@ namespace airlock::vmmd {
 //     did not <action> (<message>); " and how to get it answering: `airlock
 //     daemon start` for a local socket, or that it runs at HOST:PORT.
 //   - the peer's refusals (INVALID_ARGUMENT, FAILED_PRECONDITION,
-//     NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, UNAUTHENTICATED,
-//     OUT_OF_RANGE, RESOURCE_EXHAUSTED): the same code, "<daemon> refused
-//     to <action>: <message>" — never "start the daemon", it is running.
+//     NOT_FOUND, ALREADY_EXISTS, OUT_OF_RANGE, RESOURCE_EXHAUSTED): the
+//     same code, "<daemon> refused to <action>: <message>" — never "start
+//     the daemon", it is running.
+//   - PERMISSION_DENIED, UNAUTHENTICATED: the peer refused vmmd itself,
+//     which is no fault of vmmd's caller: FAILED_PRECONDITION saying so.
 //   - UNIMPLEMENTED: FAILED_PRECONDITION saying the two daemons' versions
 //     differ.
 //   - anything else (INTERNAL, UNKNOWN, DATA_LOSS, ABORTED, CANCELLED):

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "protos/git/v1/git.grpc.pb.h"
 #include "protos/policy/v1/policy.grpc.pb.h"
+#include "protos/proxy/v1/proxy.grpc.pb.h"
 
 namespace airlock::vmmd {
 namespace {
@@ -44,12 +45,24 @@ TEST(PeerCallErrorTest, APeerThatDoesNotAnswerIsUnavailableWithHowToStartIt) {
 TEST(PeerCallErrorTest, ARefusalKeepsItsCodeAndNeverSaysStartTheDaemon) {
   for (auto code : {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::FAILED_PRECONDITION,
                     grpc::StatusCode::NOT_FOUND, grpc::StatusCode::ALREADY_EXISTS,
-                    grpc::StatusCode::PERMISSION_DENIED, grpc::StatusCode::UNAUTHENTICATED,
                     grpc::StatusCode::OUT_OF_RANGE, grpc::StatusCode::RESOURCE_EXHAUSTED}) {
     absl::Status s =
         PeerCallError("gitd", UnixPeer(), "prepare the clone", grpc::Status(code, "not a repo"));
     EXPECT_EQ(static_cast<int>(s.code()), static_cast<int>(code));
     EXPECT_EQ(s.message(), "gitd refused to prepare the clone: not a repo");
+  }
+}
+
+TEST(PeerCallErrorTest, APeerRefusingVmmdItselfIsNotTheCallersAuthFailure) {
+  for (auto code : {grpc::StatusCode::PERMISSION_DENIED, grpc::StatusCode::UNAUTHENTICATED}) {
+    absl::Status s = PeerCallError("secretsd", UnixPeer(), "resolve the registry credential",
+                                   grpc::Status(code, "not vmmd"));
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(s.message().rfind("secretsd at /run/airlock/gitd.sock refused vmmd's call to "
+                                "resolve the registry credential: not vmmd",
+                                0),
+              0u)
+        << s;
   }
 }
 
@@ -107,6 +120,16 @@ class FakePolicy final : public policypb::Policy::Service {
   }
 };
 
+class FakeProxy final : public airlock::proxy::v1::Proxy::Service {
+ public:
+  grpc::Status Detach(grpc::ServerContext*, const airlock::proxy::v1::DetachRequest* req,
+                      airlock::proxy::v1::DetachResponse*) override {
+    if (req->sandbox() == "known") return grpc::Status::OK;
+    if (req->sandbox() == "broken") return grpc::Status(grpc::StatusCode::INTERNAL, "boom");
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no attachment");
+  }
+};
+
 class PeerClientsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -114,6 +137,7 @@ class PeerClientsTest : public ::testing::Test {
     b.AddListeningPort("unix:" + dir_.path() + "/peers.sock", grpc::InsecureServerCredentials());
     b.RegisterService(&git_);
     b.RegisterService(&policy_);
+    b.RegisterService(&proxy_);
     server_ = b.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     Peer at = Peer::Unix(dir_.path() + "/peers.sock");
@@ -124,6 +148,7 @@ class PeerClientsTest : public ::testing::Test {
   testing::ShortTempDir dir_;
   FakeGit git_;
   FakePolicy policy_;
+  FakeProxy proxy_;
   std::unique_ptr<grpc::Server> server_;
   PeerClients clients_;
 };
@@ -171,6 +196,12 @@ TEST_F(PeerClientsTest, GitdsAnswersReachTheCallerWithTheirOwnCodes) {
   EXPECT_EQ(un.message().find("daemon start"), absl::string_view::npos) << un;
 }
 
+TEST_F(PeerClientsTest, DetachOfASandboxProxydDoesNotKnowIsDone) {
+  EXPECT_TRUE(clients_.proxy->Detach("known").ok());
+  EXPECT_TRUE(clients_.proxy->Detach("unknown").ok());
+  EXPECT_EQ(clients_.proxy->Detach("broken").code(), absl::StatusCode::kInternal);
+}
+
 TEST_F(PeerClientsTest, APeerThatIsNotThereIsUnavailable) {
   server_->Shutdown();
   Peer gone = Peer::Unix(dir_.path() + "/nobody.sock");
@@ -180,8 +211,7 @@ TEST_F(PeerClientsTest, APeerThatIsNotThereIsUnavailable) {
   EXPECT_NE(s.message().find("proxyd at " + dir_.path() + "/nobody.sock did not attach"),
             absl::string_view::npos)
       << s;
-  // Detach of a sandbox proxyd does not know is done; of one it cannot
-  // reach is not.
+  // Detach through a proxyd that cannot be reached is not done.
   EXPECT_EQ(c.proxy->Detach("s").code(), absl::StatusCode::kUnavailable);
 }
 

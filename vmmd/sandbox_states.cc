@@ -19,7 +19,9 @@ bool MayFollow(vmm::SandboxState from, vmm::SandboxState to) {
     case vmm::RUNNING:
       return to == vmm::STOPPING || to == vmm::STOPPED || to == vmm::FAILED;
     case vmm::STOPPING:
-      return to == vmm::STOPPED || to == vmm::FAILED;
+      // STARTING: a stop whose last write failed (disk full) left the
+      // record STOPPING with the VM gone; start boots it again.
+      return to == vmm::STOPPED || to == vmm::FAILED || to == vmm::STARTING;
     case vmm::STOPPED:
     case vmm::FAILED:
       return to == vmm::STARTING;

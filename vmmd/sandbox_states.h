@@ -10,7 +10,8 @@
 //   STARTING  -> RUNNING | STOPPED | FAILED      agent answered / cancelled or
 //                                                powered off / boot failed
 //   RUNNING   -> STOPPING | STOPPED | FAILED     stop / powered off / VM died
-//   STOPPING  -> STOPPED | FAILED                stopped / the VM died
+//   STOPPING  -> STOPPED | FAILED | STARTING     stopped / the VM died / start after a
+//                                                stop whose last write failed
 //   STOPPED   -> STARTING                        start
 //   FAILED    -> STARTING                        start retries
 // and every state may stay as it is (progress, a new pid, a deadline).

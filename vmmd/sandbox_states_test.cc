@@ -18,7 +18,8 @@ TEST(SandboxStatesTest, TheTableIsExactlyTheLifecycle) {
       {vmm::STARTING, vmm::STOPPED},  {vmm::STARTING, vmm::FAILED},
       {vmm::RUNNING, vmm::STOPPING},  {vmm::RUNNING, vmm::STOPPED},
       {vmm::RUNNING, vmm::FAILED},    {vmm::STOPPING, vmm::STOPPED},
-      {vmm::STOPPING, vmm::FAILED},   {vmm::STOPPED, vmm::STARTING},
+      {vmm::STOPPING, vmm::FAILED},   {vmm::STOPPING, vmm::STARTING},
+      {vmm::STOPPED, vmm::STARTING},
       {vmm::FAILED, vmm::STARTING},
   };
   for (int f = vmm::SandboxState_MIN; f <= vmm::SandboxState_MAX; ++f) {
