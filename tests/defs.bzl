@@ -9,7 +9,7 @@ DAEMONS = [
     "//vmmd",
 ]
 
-def airlock_integration_test(name, vm = False, deps = [], data = [], **kwargs):
+def airlock_integration_test(name, vm = False, deps = [], data = [], tags = [], **kwargs):
     """A test in tests/ that starts the real binaries.
 
     Args:
@@ -17,6 +17,7 @@ def airlock_integration_test(name, vm = False, deps = [], data = [], **kwargs):
       vm: boots real QEMU guests (needs the images, both cores: exclusive).
       deps: extra deps beside the harness and gtest.
       data: extra runfiles (fixtures).
+      tags: extra tags ("manual": only run when named).
       **kwargs: passed to cc_test.
     """
     native.cc_test(
@@ -24,7 +25,7 @@ def airlock_integration_test(name, vm = False, deps = [], data = [], **kwargs):
         size = "enormous" if vm else "medium",
         srcs = [name + ".cc"],
         data = DAEMONS + ["//cli:airlock"] + data,
-        tags = ["no-sandbox"] + (["exclusive"] if vm else []),
+        tags = ["no-sandbox"] + (["exclusive"] if vm else []) + tags,
         deps = deps + [
             "//common:fd_io",
             "//common:subprocess",
