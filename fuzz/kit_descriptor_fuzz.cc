@@ -142,32 +142,8 @@ void CheckAddedHost(const Descriptor& d, Form form) {
 }
 
 std::set<std::string> HostTypes() {
-  using namespace airlock::kit;
   std::set<std::string> types;
-  for (absl::string_view t : {kNetworkPolicyV1,
-                              kNetworkPolicyV2,
-                              kCredential,
-                              kLifecycle,
-                              kVolume,
-                              kHostMount,
-                              kPort,
-                              kResources,
-                              kPrivileged,
-                              kSbx,
-                              kLongRunning,
-                              kGitIdentity,
-                              kKitRegistry,
-                              kAgentSessions,
-                              kAgentInteractiveSessions,
-                              kAgentContext,
-                              kAgentSkills,
-                              kAgentSkill,
-                              kAcp,
-                              kSshAgent,
-                              kUsbDevice,
-                              kAirlockAgent}) {
-    types.insert(std::string(t));
-  }
+  for (absl::string_view t : airlock::kit::WellKnownTypes()) types.insert(std::string(t));
   types.insert("com.example/thing@1");
   return types;
 }

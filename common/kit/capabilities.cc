@@ -1020,30 +1020,36 @@ bool IsCapabilityType(absl::string_view type) {
   return std::all_of(version.begin(), version.end(), absl::ascii_isdigit);
 }
 
+const std::vector<absl::string_view>& WellKnownTypes() {
+  static const std::vector<absl::string_view>* kTypes =
+      new std::vector<absl::string_view>{kNetworkPolicyV1,
+                                         kNetworkPolicyV2,
+                                         kCredential,
+                                         kLifecycle,
+                                         kVolume,
+                                         kHostMount,
+                                         kPort,
+                                         kResources,
+                                         kPrivileged,
+                                         kSbx,
+                                         kLongRunning,
+                                         kGitIdentity,
+                                         kKitRegistry,
+                                         kAgentSessions,
+                                         kAgentInteractiveSessions,
+                                         kAgentContext,
+                                         kAgentSkills,
+                                         kAgentSkill,
+                                         kAcp,
+                                         kSshAgent,
+                                         kUsbDevice,
+                                         kAirlockAgent};
+  return *kTypes;
+}
+
 bool IsWellKnownType(absl::string_view type) {
   static const std::set<absl::string_view>* kTypes =
-      new std::set<absl::string_view>{kNetworkPolicyV1,
-                                      kNetworkPolicyV2,
-                                      kCredential,
-                                      kLifecycle,
-                                      kVolume,
-                                      kHostMount,
-                                      kPort,
-                                      kResources,
-                                      kPrivileged,
-                                      kSbx,
-                                      kLongRunning,
-                                      kGitIdentity,
-                                      kKitRegistry,
-                                      kAgentSessions,
-                                      kAgentInteractiveSessions,
-                                      kAgentContext,
-                                      kAgentSkills,
-                                      kAgentSkill,
-                                      kAcp,
-                                      kSshAgent,
-                                      kUsbDevice,
-                                      kAirlockAgent};
+      new std::set<absl::string_view>(WellKnownTypes().begin(), WellKnownTypes().end());
   return kTypes->count(type) > 0;
 }
 

@@ -58,6 +58,9 @@ bool IsCapabilityType(absl::string_view type);
 // type's config rides opaquely.
 bool IsWellKnownType(absl::string_view type);
 
+// WellKnownTypes lists every type IsWellKnownType reports.
+const std::vector<absl::string_view>& WellKnownTypes();
+
 // IsSingletonType reports a type a declaration block may state once.
 bool IsSingletonType(absl::string_view type);
 
