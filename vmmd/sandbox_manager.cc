@@ -278,7 +278,10 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Begin(const std::string& name,
 void SandboxManager::End(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find(name);
-  if (it != records_.end()) it->second.busy = false;
+  if (it != records_.end()) {
+    it->second.busy = false;
+    it->second.reattaching = false;
+  }
   changed_.notify_all();
 }
 
@@ -1041,7 +1044,9 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
   }
   if (sb.spec().clone() || sb.spec().mounts_size() > 0) {
     // Forget the review baseline, and in clone mode remove the host repo's
-    // sandbox-<name> remote.
+    // sandbox-<name> remote (after any retried publish: the record is busy,
+    // so none starts after this one).
+    std::lock_guard<std::mutex> publishing(publish_mu_);
     if (absl::Status s = peers_.git->Unpublish(name); !s.ok()) {
       End(name);
       return s;
@@ -1136,7 +1141,13 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> SandboxManager::AgentChannel(
     const std::string& name) {
   std::shared_ptr<AgentLink> link;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // A restarted vmmd reattaching to the running guest answers once it
+    // has (the guest kept running; a caller must not see it as stopped).
+    changed_.wait_for(lock, seconds(options_.boot_timeout_s), [&] {
+      auto r = records_.find(name);
+      return r == records_.end() || !r->second.reattaching || stopping_;
+    });
     auto it = records_.find(name);
     if (it == records_.end()) {
       return absl::NotFoundError(
@@ -1209,15 +1220,43 @@ void SandboxManager::PublishClone(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
     sb = records_[name].sb;
   }
+  bool pending = false;
   for (const auto& p : sb.ports()) {
     if (p.sandbox_port() != kGitDaemonPort) continue;
     std::string url = absl::StrCat("git://", p.host_ip(), ":", p.host_port(), "/workspace");
-    // The sandbox runs without the remote; `git fetch sandbox-NAME` says so.
+    // Until gitd takes it the sandbox runs without the remote; the monitor
+    // retries (warning once per boot, not at every try).
     if (absl::Status s = peers_.git->Publish(name, url); !s.ok()) {
-      AIRLOCK_LOG_WARN("cannot publish the sandbox remote",
-                       {{"sandbox", name}, {"error", std::string(s.message())}});
+      pending = true;
+      bool first;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        first = !records_[name].publish_pending;
+      }
+      if (first) {
+        AIRLOCK_LOG_WARN("cannot publish the sandbox remote yet; retrying",
+                         {{"sandbox", name}, {"error", std::string(s.message())}});
+      }
     }
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(name);
+  if (it != records_.end()) it->second.publish_pending = pending;
+}
+
+void SandboxManager::RetryPublish(const std::string& name) {
+  // Held through the call so that rm's Unpublish comes after it, never
+  // before (a remote published after rm would outlive the sandbox).
+  std::lock_guard<std::mutex> publishing(publish_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(name);
+    if (it == records_.end() || it->second.busy || !it->second.publish_pending ||
+        it->second.sb.state() != vmm::RUNNING) {
+      return;
+    }
+  }
+  PublishClone(name);
 }
 
 void SandboxManager::AnswerStoppedClone(const vmm::Sandbox& sb) {
@@ -1342,6 +1381,7 @@ absl::Status SandboxManager::Recover() {
   auto all = store_->LoadAll();
   if (!all.ok()) return all.status();
   std::vector<std::pair<std::string, pid_t>> reattach;
+  std::vector<std::string> reboot;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& sb : *all) records_[sb.spec().name()].sb = sb;
@@ -1350,8 +1390,19 @@ absl::Status SandboxManager::Recover() {
     const std::string& name = sb.spec().name();
     pid_t pid = FindVm(sb);
     switch (sb.state()) {
-      case vmm::RUNNING:
       case vmm::STARTING:
+        // A boot cut short may have any of its steps undone (mounts, the
+        // clone, kit hooks, dockerd): the guest is not the user's yet, so
+        // it boots again from the start.
+        if (pid > 0) {
+          AIRLOCK_LOG_INFO("restarting a boot vmmd did not finish",
+                           {{"sandbox", name}, {"pid", std::to_string(pid)}});
+          KillVm(sb);
+          reboot.push_back(name);
+          break;
+        }
+        [[fallthrough]];
+      case vmm::RUNNING:
         if (pid > 0) {
           reattach.emplace_back(name, pid);
         } else {
@@ -1406,10 +1457,18 @@ absl::Status SandboxManager::Recover() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       records_[name].busy = true;
+      records_[name].reattaching = true;
     }
     AIRLOCK_LOG_INFO("reattaching", {{"sandbox", name}, {"pid", std::to_string(pid)}});
     UpdateOrWarn(name, "reattaching", [&](vmm::Sandbox& s) { s.set_vmm_pid(pid); });
     StartWorker([this, name = name] { Boot(name, false); });
+  }
+  for (const auto& name : reboot) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      records_[name].busy = true;
+    }
+    StartWorker([this, name = name] { Boot(name, true); });
   }
   monitor_ = std::thread([this] { Monitor(); });
   // Agent installs a previous vmmd did not finish: their sandboxes are
@@ -1431,12 +1490,17 @@ void SandboxManager::Monitor() {
   while (!stopping_) {
     std::vector<vmm::Sandbox> running;
     std::vector<vmm::Sandbox> expired;
+    std::vector<std::string> publish;
     {
       std::unique_lock<std::mutex> lock(mu_);
       changed_.wait_for(lock, milliseconds(500));
       int64_t now = time(nullptr);
       for (auto& [name, r] : records_) {
         if (r.busy || r.sb.state() != vmm::RUNNING) continue;
+        if (r.publish_pending && now >= r.next_publish_try) {
+          r.next_publish_try = now + 1;
+          publish.push_back(name);
+        }
         if (Expired(r.sb, now) && !r.expiring) {
           r.expiring = true;
           expired.push_back(r.sb);
@@ -1445,6 +1509,7 @@ void SandboxManager::Monitor() {
         }
       }
     }
+    for (const auto& name : publish) RetryPublish(name);
     // A deadline that passed applies its action once, off this thread.
     for (const auto& sb : expired) {
       std::string name = sb.spec().name();

@@ -155,6 +155,13 @@ class SandboxManager {
     bool cancel = false;
     // The deadline passed and its action is under way.
     bool expiring = false;
+    // A running clone-mode sandbox whose sandbox-<name> remote gitd has not
+    // taken yet (gitd was down): the monitor retries it.
+    bool publish_pending = false;
+    int64_t next_publish_try = 0;
+    // vmmd restarted under the running guest and is reattaching: exec and
+    // file calls wait for it instead of being refused.
+    bool reattaching = false;
   };
 
   std::string SandboxDir(const std::string& name) const;
@@ -201,8 +208,12 @@ class SandboxManager {
   // guest's git daemon (every boot).
   absl::Status SetUpClone(const airlock::vmm::v1::Sandbox& sb, std::shared_ptr<grpc::Channel> agent);
   // PublishClone points the host repo's sandbox-<name> remote at the
-  // sandbox's git port.
+  // sandbox's git port; when gitd refuses or is down the record stays
+  // publish_pending and the monitor tries again.
   void PublishClone(const std::string& name);
+  // RetryPublish is the monitor's PublishClone for a running, idle sandbox
+  // still publish_pending.
+  void RetryPublish(const std::string& name);
   // AttachEgress hands the sandbox's egress port to proxyd (which installs
   // its CA in the guest); a boot fails without it. DetachEgress is best
   // effort.
@@ -284,6 +295,8 @@ class SandboxManager {
   SandboxJails jails_;
 
   std::mutex mu_;
+  // Orders the monitor's retried publishes before rm's Unpublish (taken before mu_).
+  std::mutex publish_mu_;
   std::condition_variable changed_;
   std::map<std::string, Record> records_;
   // Names a Create is resolving kits for: a second create of the name

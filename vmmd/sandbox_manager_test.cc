@@ -4,6 +4,8 @@
 // boots are tests/sandbox_e2e_test's.
 #include "vmmd/sandbox_manager.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -350,6 +352,48 @@ TEST_F(SandboxManagerTest, StartRetriesAFailedSandboxThroughTheLifecycle) {
   EXPECT_EQ(again.state(), vmm::FAILED);
   EXPECT_FALSE(again.failure().empty());
   EXPECT_EQ(again.failure().find("a vmmd bug"), std::string::npos) << again.failure();
+}
+
+
+TEST_F(SandboxManagerTest, RecoveryBootsAgainAGuestWhoseBootWasCutShort) {
+  // vmmd died while "st" booted: its VM runs, but the mounts, the clone and
+  // the kit hooks may be half done, so it is not reattached as it is.
+  vmm::Sandbox sb;
+  *sb.mutable_spec() = Spec("st");
+  sb.set_state(vmm::STARTING);
+  ASSERT_TRUE(store_->Insert(sb).ok());
+  pid_t vm = fork();
+  ASSERT_GE(vm, 0);
+  if (vm == 0) {
+    // A stand-in VM: its command line carries the fake hypervisor's marker.
+    execl("/bin/sh", "sh", "-c", "sleep 600; true", "airlock-fake-vm-marker-st",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 100 && ProcessCmdline(vm).find("marker-st") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto m = NewManager();
+  ASSERT_TRUE(m->Recover().ok());
+  int status = 0;
+  pid_t reaped = 0;
+  for (int i = 0; i < 250 && reaped == 0; ++i) {
+    reaped = waitpid(vm, &status, WNOHANG);
+    if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (reaped == 0) {
+    kill(vm, SIGKILL);
+    waitpid(vm, &status, 0);
+    ADD_FAILURE() << "the half-booted VM was left running";
+  } else {
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  }
+  // Booted again from the start: here the disk step fails (the fake image),
+  // with its own reason, not as a reattach.
+  vmm::Sandbox after = WaitSettled(*m, "st");
+  EXPECT_EQ(after.state(), vmm::FAILED) << after.DebugString();
+  EXPECT_NE(after.failure().find("layer"), std::string::npos) << after.failure();
+  EXPECT_EQ(after.vmm_pid(), 0);
 }
 
 }  // namespace
