@@ -20,13 +20,13 @@
 #include <thread>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_posix.h>
 #include <grpcpp/support/server_interceptor.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/fd_io.h"
+#include "common/health_service.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/peer_cred.h"
@@ -90,8 +90,15 @@ class UnimplementedInterceptorFactory
 // Serves airlock.daemon.v1.Daemon.
 class DaemonInfoService final : public airlock::daemon::v1::Daemon::Service {
  public:
-  DaemonInfoService(const DaemonConfig& config, const std::vector<std::string>* listen)
-      : config_(config), listen_(listen), started_(time(nullptr)) {}
+  DaemonInfoService(const DaemonConfig& config, std::vector<std::string> listen)
+      : config_(config), listen_(std::move(listen)), started_(time(nullptr)) {}
+
+  // AddListen adds an address known only once the server runs (the TCP
+  // port chosen at BuildAndStart), while GetInfo may already be answering.
+  void AddListen(std::string address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    listen_.push_back(std::move(address));
+  }
 
   grpc::Status GetInfo(grpc::ServerContext*, const airlock::daemon::v1::GetInfoRequest*,
                        airlock::daemon::v1::GetInfoResponse* out) override {
@@ -99,14 +106,18 @@ class DaemonInfoService final : public airlock::daemon::v1::Daemon::Service {
     out->set_version(kVersion);
     out->set_pid(getpid());
     out->set_started_at(started_);
-    for (const auto& l : *listen_) out->add_listen(l);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& l : listen_) out->add_listen(l);
+    }
     out->set_state_file(config_.StateFile());
     return grpc::Status::OK;
   }
 
  private:
   const DaemonConfig& config_;
-  const std::vector<std::string>* listen_;
+  std::mutex mu_;
+  std::vector<std::string> listen_;
   int64_t started_;
 };
 
@@ -200,8 +211,6 @@ absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
   auto listen_fd = BindUnixSocket(c.socket_path);
   if (!listen_fd.ok()) return listen_fd.status();
 
-  std::vector<std::string> listen = {absl::StrCat("unix:", c.socket_path)};
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int tcp_port = 0;
@@ -218,11 +227,12 @@ absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
     }
     builder.AddListeningPort(c.tcp_listen, grpc::SslServerCredentials(ssl), &tcp_port);
   }
-  // The TCP port is known only after BuildAndStart; the info service reads
-  // the list then.
-  DaemonInfoService info(c, &listen);
+  // The TCP port is known only after BuildAndStart (AddListen below).
+  DaemonInfoService info(c, {absl::StrCat("unix:", c.socket_path)});
   builder.RegisterService(&info);
   for (grpc::Service* s : services) builder.RegisterService(s);
+  HealthService health;
+  builder.RegisterService(&health);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> ics;
   ics.push_back(std::make_unique<UnimplementedInterceptorFactory>(c.name));
   builder.experimental().SetInterceptorCreators(std::move(ics));
@@ -235,9 +245,11 @@ absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
         absl::StrCat("cannot start the gRPC server",
                      c.tcp_listen.empty() ? "" : absl::StrCat(" on ", c.tcp_listen)));
   }
+  std::string tcp;
   if (!c.tcp_listen.empty()) {
     std::string host = c.tcp_listen.substr(0, c.tcp_listen.rfind(':'));
-    listen.push_back(absl::StrCat("tcp:", host, ":", tcp_port, " (mTLS)"));
+    tcp = absl::StrCat("tcp:", host, ":", tcp_port, " (mTLS)");
+    info.AddListen(tcp);
   }
 
   // Each accepted connection's credentials are recorded before gRPC reads
@@ -268,11 +280,10 @@ absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
     }
   });
 
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(true);
+  health.SetServing(true);
   AIRLOCK_LOG_INFO("serving", {{"version", kVersion},
                                {"socket", c.socket_path},
-                               {"tcp", listen.size() > 1 ? listen[1] : ""},
+                               {"tcp", tcp},
                                {"state", c.StateFile()}});
 
   // A dedicated thread turns the blocked stop signals into a pipe write.
@@ -291,7 +302,7 @@ absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
   }
 
   AIRLOCK_LOG_INFO("stopping");
-  health->SetServingStatus(false);
+  health.SetServing(false);
   accepting = false;
   char w = 'w';
   ssize_t unused = write(wake[1], &w, 1);
@@ -299,6 +310,7 @@ absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
   acceptor.join();
   close(*listen_fd);
   unlink(c.socket_path.c_str());
+  health.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   if (on_stop) on_stop();
   close(wake[0]);
