@@ -257,7 +257,12 @@ absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
   std::atomic<bool> accepting{true};
   int wake[2];
   if (pipe2(wake, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+    int err = errno;
+    close(*listen_fd);
+    unlink(c.socket_path.c_str());
+    health.Shutdown();
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(err)));
   }
   grpc::Server* raw_server = server.get();
   std::thread acceptor([&, lfd = *listen_fd] {

@@ -35,8 +35,14 @@ grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const health::Health
                                   grpc::ServerWriter<health::HealthCheckResponse>* writer) {
   bool known = req->service().empty();
   std::unique_lock<std::mutex> lock(mu_);
+  // Each watch holds a server thread while it lasts.
+  if (watchers_ >= kMaxWatchers) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "too many health watches on this daemon; use Check");
+  }
+  ++watchers_;
   int sent = -1;
-  while (!shutdown_ && !ctx->IsCancelled()) {
+  while (true) {
     int now = !known ? health::HealthCheckResponse::SERVICE_UNKNOWN
                      : serving_ ? health::HealthCheckResponse::SERVING
                                 : health::HealthCheckResponse::NOT_SERVING;
@@ -49,10 +55,13 @@ grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const health::Health
       if (!ok) break;
       sent = now;
     }
+    // Shutdown set NOT_SERVING first, so a watcher has seen it by now.
+    if (shutdown_ || ctx->IsCancelled()) break;
     // A cancelled call is noticed within this wait (the sync API has no
     // cancellation callback).
     changed_.wait_for(lock, std::chrono::milliseconds(500));
   }
+  --watchers_;
   return grpc::Status::OK;
 }
 

@@ -20,7 +20,8 @@ class HealthService final : public grpc::health::v1::Health::Service {
  public:
   // SetServing changes the status every caller sees and wakes watchers.
   void SetServing(bool serving);
-  // Shutdown ends every Watch (the server is going away).
+  // Shutdown reports NOT_SERVING and ends every Watch (the server is going
+  // away).
   void Shutdown();
 
   grpc::Status Check(grpc::ServerContext* ctx, const grpc::health::v1::HealthCheckRequest* req,
@@ -29,8 +30,12 @@ class HealthService final : public grpc::health::v1::Health::Service {
                      grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>* writer) override;
 
  private:
+  // Watches at once (each holds one of the server's threads).
+  static constexpr int kMaxWatchers = 32;
+
   std::mutex mu_;
   std::condition_variable changed_;
+  int watchers_ = 0;
   bool serving_ = false;
   bool shutdown_ = false;
 };

@@ -64,7 +64,13 @@ TEST_F(HealthServiceTest, WatchSendsEachChangeAndEndsAtShutdown) {
   service_.SetServing(false);
   ASSERT_TRUE(reader->Read(&resp));
   EXPECT_EQ(resp.status(), health::HealthCheckResponse::NOT_SERVING);
+  service_.SetServing(true);
+  ASSERT_TRUE(reader->Read(&resp));
+  EXPECT_EQ(resp.status(), health::HealthCheckResponse::SERVING);
+  // The server going away says NOT_SERVING last, then ends the stream.
   service_.Shutdown();
+  ASSERT_TRUE(reader->Read(&resp));
+  EXPECT_EQ(resp.status(), health::HealthCheckResponse::NOT_SERVING);
   EXPECT_FALSE(reader->Read(&resp));
   EXPECT_TRUE(reader->Finish().ok());
 }

@@ -32,7 +32,9 @@ class FilesTest : public ::testing::Test {
     }
     absl::Status s = w.Close();
     if (kept != nullptr) *kept = w.kept_existing();
-    if (s.ok() && !w.kept_existing()) EXPECT_EQ(w.written(), content.size());
+    if (s.ok() && !w.kept_existing()) {
+      EXPECT_EQ(w.written(), content.size());
+    }
     return s;
   }
 

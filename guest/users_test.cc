@@ -74,7 +74,9 @@ TEST(EnsureAgentUserTest, CreatesUserAndWorkspaceInARootWithoutIt) {
   EXPECT_EQ(passwd.str(), "root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/home/agent:/bin/sh\n");
   struct stat st;
   ASSERT_EQ(stat((root + "/home/agent/workspace").c_str(), &st), 0);
-  if (geteuid() == 0) EXPECT_EQ(st.st_uid, 1000u);
+  if (geteuid() == 0) {
+    EXPECT_EQ(st.st_uid, 1000u);
+  }
   // A second boot changes nothing.
   ASSERT_TRUE(EnsureAgentUser(root).ok());
   std::stringstream again;

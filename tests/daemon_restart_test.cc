@@ -42,7 +42,9 @@ TEST(DaemonRestartTest, AKilledDaemonIsBackAndHealthyAtOnce) {
     ASSERT_TRUE(all.is_array()) << r.out;
     for (const auto& d : all) {
       EXPECT_EQ(d["state"], "running") << d["name"] << " after restarting " << name;
-      if (d["name"] == name) EXPECT_NE(d["pid"], old) << "a new " << name;
+      if (d["name"] == name) {
+        EXPECT_NE(d["pid"], old) << "a new " << name;
+      }
     }
   }
   EXPECT_EQ(testing::RunAirlock(env, {"daemon", "stop"}).exit_code, 0);

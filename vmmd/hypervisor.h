@@ -86,6 +86,11 @@ class Hypervisor {
   virtual std::pair<std::string, std::string> ProbeAccelerator(const std::string& kernel,
                                                                const std::string& initrd,
                                                                const std::string& work_dir) = 0;
+
+  // Build identifies the VMM binary in use (another version may boot what
+  // this one could not, so a cached probe verdict keys on it); "" when it
+  // cannot be told.
+  virtual std::string Build() const { return ""; }
 };
 
 }  // namespace airlock::vmmd

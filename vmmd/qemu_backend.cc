@@ -265,6 +265,23 @@ absl::StatusOr<pid_t> QemuBackend::Launch(const VmConfig& c) {
   return LaunchJailed(args, *spec, c.vmm_log);
 }
 
+std::string QemuBackend::Build() const {
+  std::string path = qemu_;
+  if (path.find('/') == std::string::npos) {
+    const char* env = getenv("PATH");
+    for (absl::string_view dir : absl::StrSplit(env != nullptr ? env : "/usr/bin:/bin", ':')) {
+      std::string candidate = absl::StrCat(dir, "/", qemu_);
+      if (access(candidate.c_str(), X_OK) == 0) {
+        path = candidate;
+        break;
+      }
+    }
+  }
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  return absl::StrCat(path, ":", st.st_size, ":", st.st_ctime);
+}
+
 std::pair<std::string, std::string> QemuBackend::ProbeAccelerator(const std::string& kernel,
                                                                   const std::string& initrd,
                                                                   const std::string& work_dir) {

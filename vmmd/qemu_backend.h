@@ -67,6 +67,8 @@ class QemuBackend final : public Hypervisor {
   std::pair<std::string, std::string> ProbeAccelerator(const std::string& kernel,
                                                        const std::string& initrd,
                                                        const std::string& work_dir) override;
+  // Build is the QEMU binary's path, size and change time.
+  std::string Build() const override;
 
  private:
   std::string qemu_;

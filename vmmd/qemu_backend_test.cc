@@ -1,6 +1,11 @@
 #include "vmmd/qemu_backend.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <thread>
 
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
@@ -174,6 +179,24 @@ TEST(QemuJailTest, MemoryLimitIsTheGuestPlusABoundedOverhead) {
   EXPECT_EQ(VmMemoryLimitMib(c), 1024u + kTcgCacheMib + 384);
   c.accelerator = "kvm";
   EXPECT_EQ(VmMemoryLimitMib(c), 1024u + 384);
+}
+
+TEST(QemuBackendTest, BuildNamesTheBinaryAndChangesWithIt) {
+  testing::ShortTempDir dir;
+  std::string qemu = dir.path() + "/qemu-system-x86_64";
+  std::ofstream(qemu) << "#!/bin/sh\n";
+  ASSERT_EQ(chmod(qemu.c_str(), 0755), 0);
+  std::string before = QemuBackend(qemu).Build();
+  EXPECT_EQ(before.rfind(qemu + ":10:", 0), 0u) << before;
+  // Another QEMU installed at the same path (size and change time differ).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::ofstream(qemu, std::ios::app) << "# 7.2.5\n";
+  EXPECT_NE(QemuBackend(qemu).Build(), before);
+  // Found on PATH when named bare; "" when there is none.
+  std::string sh = QemuBackend("sh").Build();
+  EXPECT_EQ(sh.front(), '/') << sh;
+  EXPECT_NE(sh.find("/sh:"), std::string::npos) << sh;
+  EXPECT_EQ(QemuBackend(dir.path() + "/none").Build(), "");
 }
 
 }  // namespace

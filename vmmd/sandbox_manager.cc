@@ -291,12 +291,13 @@ std::string SandboxManager::Accelerator() {
   if (options_.accelerator != "auto") return accelerator_ = options_.accelerator;
   auto images = LocateGuestImages(options_.image_dir);
   if (!images.ok()) return "tcg";
-  // One probe per host boot and kernel: the answer cannot change otherwise.
+  // One probe per host boot, guest kernel and QEMU build: the answer
+  // cannot change otherwise.
   std::string boot_id = ReadFileToString("/proc/sys/kernel/random/boot_id");
   struct stat st {};
   stat(images->kernel.c_str(), &st);
   std::string key = absl::StrCat("accel:", boot_id.substr(0, 36), ":", images->release, ":",
-                                  st.st_mtime);
+                                  st.st_mtime, ":", hypervisor_->Build());
   auto cached = store_->Setting(key);
   if (cached.ok() && !cached->empty()) return accelerator_ = *cached;
   AIRLOCK_LOG_INFO("probing KVM");
@@ -832,6 +833,12 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         // Armed once per boot: a reattach after a vmmd restart keeps it.
         if (sb.expires_at() == 0) sb.set_expires_at(ArmedExpiry(sb.spec(), time(nullptr)));
       });
+      {
+        // The agent answers: exec need not wait for the ports and remote.
+        std::lock_guard<std::mutex> lock(mu_);
+        records_[name].reattaching = false;
+        changed_.notify_all();
+      }
       if (st.ok()) {
         OpenPorts(name);
         if (sb.spec().clone()) PublishClone(name);
@@ -1153,6 +1160,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> SandboxManager::AgentChannel(
       return absl::NotFoundError(
           absl::StrCat("no sandbox named \"", name, "\" (see `airlock ls`)"));
     }
+    if (it->second.reattaching) {
+      return absl::UnavailableError(absl::StrCat(
+          "vmmd is still reattaching to sandbox ", name, " after a restart; try again"));
+    }
     if (it->second.sb.state() != vmm::RUNNING || it->second.agent == nullptr) {
       return absl::FailedPreconditionError(
           absl::StrCat("sandbox ", name, " is ", StateName(it->second.sb.state()),
@@ -1216,47 +1227,65 @@ absl::Status SandboxManager::SetUpClone(const vmm::Sandbox& sb,
 
 void SandboxManager::PublishClone(const std::string& name) {
   vmm::Sandbox sb;
+  bool retrying;
   {
     std::lock_guard<std::mutex> lock(mu_);
     sb = records_[name].sb;
+    retrying = records_[name].publish_pending;
   }
   bool pending = false;
   for (const auto& p : sb.ports()) {
     if (p.sandbox_port() != kGitDaemonPort) continue;
     std::string url = absl::StrCat("git://", p.host_ip(), ":", p.host_port(), "/workspace");
-    // Until gitd takes it the sandbox runs without the remote; the monitor
-    // retries (warning once per boot, not at every try).
-    if (absl::Status s = peers_.git->Publish(name, url); !s.ok()) {
+    absl::Status s = peers_.git->Publish(name, url);
+    if (s.ok()) continue;
+    // Until gitd answers the sandbox runs without the remote and the
+    // monitor retries (warning once, not at every try). A refusal is gitd's
+    // answer: retrying would not change it.
+    bool transient = s.code() == absl::StatusCode::kUnavailable ||
+                     s.code() == absl::StatusCode::kDeadlineExceeded;
+    if (transient) {
       pending = true;
-      bool first;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        first = !records_[name].publish_pending;
-      }
-      if (first) {
+      if (!retrying) {
         AIRLOCK_LOG_WARN("cannot publish the sandbox remote yet; retrying",
                          {{"sandbox", name}, {"error", std::string(s.message())}});
       }
+    } else {
+      AIRLOCK_LOG_ERROR("gitd refused the sandbox remote; `git fetch sandbox-NAME` will not work",
+                        {{"sandbox", name}, {"error", std::string(s.message())}});
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find(name);
-  if (it != records_.end()) it->second.publish_pending = pending;
+  if (it == records_.end()) return;
+  Record& r = it->second;
+  r.publish_pending = pending;
+  if (!pending) {
+    r.publish_backoff_s = 0;
+  } else {
+    // 1, 2, 4 ... 30 s between tries.
+    r.publish_backoff_s = std::min(30, std::max(1, r.publish_backoff_s * 2));
+    r.next_publish_try = time(nullptr) + r.publish_backoff_s;
+  }
 }
 
 void SandboxManager::RetryPublish(const std::string& name) {
-  // Held through the call so that rm's Unpublish comes after it, never
-  // before (a remote published after rm would outlive the sandbox).
-  std::lock_guard<std::mutex> publishing(publish_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = records_.find(name);
-    if (it == records_.end() || it->second.busy || !it->second.publish_pending ||
-        it->second.sb.state() != vmm::RUNNING) {
-      return;
+    // Held through the call so that rm's Unpublish comes after it, never
+    // before (a remote published after rm would outlive the sandbox).
+    std::lock_guard<std::mutex> publishing(publish_mu_);
+    bool go;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = records_.find(name);
+      go = it != records_.end() && !it->second.busy && it->second.publish_pending &&
+           it->second.sb.state() == vmm::RUNNING;
     }
+    if (go) PublishClone(name);
   }
-  PublishClone(name);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(name);
+  if (it != records_.end()) it->second.publish_in_flight = false;
 }
 
 void SandboxManager::AnswerStoppedClone(const vmm::Sandbox& sb) {
@@ -1395,10 +1424,19 @@ absl::Status SandboxManager::Recover() {
         // clone, kit hooks, dockerd): the guest is not the user's yet, so
         // it boots again from the start.
         if (pid > 0) {
-          AIRLOCK_LOG_INFO("restarting a boot vmmd did not finish",
-                           {{"sandbox", name}, {"pid", std::to_string(pid)}});
           KillVm(sb);
-          reboot.push_back(name);
+          // An unfinished agent install is removed below, not booted.
+          if (sb.installs_agent_image().empty()) {
+            AIRLOCK_LOG_INFO("restarting a boot vmmd did not finish",
+                             {{"sandbox", name}, {"pid", std::to_string(pid)}});
+            reboot.push_back(name);
+          } else {
+            UpdateOrWarn(name, "", [](vmm::Sandbox& s) {
+              s.set_state(vmm::FAILED);
+              s.set_vmm_pid(0);
+              s.set_failure("vmmd stopped during the agent install");
+            });
+          }
           break;
         }
         [[fallthrough]];
@@ -1497,8 +1535,8 @@ void SandboxManager::Monitor() {
       int64_t now = time(nullptr);
       for (auto& [name, r] : records_) {
         if (r.busy || r.sb.state() != vmm::RUNNING) continue;
-        if (r.publish_pending && now >= r.next_publish_try) {
-          r.next_publish_try = now + 1;
+        if (r.publish_pending && !r.publish_in_flight && now >= r.next_publish_try) {
+          r.publish_in_flight = true;
           publish.push_back(name);
         }
         if (Expired(r.sb, now) && !r.expiring) {
@@ -1509,7 +1547,8 @@ void SandboxManager::Monitor() {
         }
       }
     }
-    for (const auto& name : publish) RetryPublish(name);
+    // Off this thread: a gitd that hangs must not stall noticing VM exits.
+    for (const auto& name : publish) StartWorker([this, name] { RetryPublish(name); });
     // A deadline that passed applies its action once, off this thread.
     for (const auto& sb : expired) {
       std::string name = sb.spec().name();

@@ -158,7 +158,10 @@ class SandboxManager {
     // A running clone-mode sandbox whose sandbox-<name> remote gitd has not
     // taken yet (gitd was down): the monitor retries it.
     bool publish_pending = false;
+    // A retry runs on a worker; when the next may start, and its backoff.
+    bool publish_in_flight = false;
     int64_t next_publish_try = 0;
+    int publish_backoff_s = 0;
     // vmmd restarted under the running guest and is reattaching: exec and
     // file calls wait for it instead of being refused.
     bool reattaching = false;
@@ -208,8 +211,8 @@ class SandboxManager {
   // guest's git daemon (every boot).
   absl::Status SetUpClone(const airlock::vmm::v1::Sandbox& sb, std::shared_ptr<grpc::Channel> agent);
   // PublishClone points the host repo's sandbox-<name> remote at the
-  // sandbox's git port; when gitd refuses or is down the record stays
-  // publish_pending and the monitor tries again.
+  // sandbox's git port; when gitd does not answer the record stays
+  // publish_pending and the monitor tries again (backing off to 30 s).
   void PublishClone(const std::string& name);
   // RetryPublish is the monitor's PublishClone for a running, idle sandbox
   // still publish_pending.

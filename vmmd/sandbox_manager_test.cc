@@ -356,25 +356,36 @@ TEST_F(SandboxManagerTest, StartRetriesAFailedSandboxThroughTheLifecycle) {
 
 
 TEST_F(SandboxManagerTest, RecoveryBootsAgainAGuestWhoseBootWasCutShort) {
-  // vmmd died while "st" booted: its VM runs, but the mounts, the clone and
-  // the kit hooks may be half done, so it is not reattached as it is.
+  // vmmd died while the sandbox booted: its VM runs, but the mounts, the
+  // clone and the kit hooks may be half done, so it is not reattached as
+  // it is. (The name is this test's own: the marker is looked for in every
+  // process of the machine.)
+  const std::string name = "st" + std::to_string(getpid());
   vmm::Sandbox sb;
-  *sb.mutable_spec() = Spec("st");
+  *sb.mutable_spec() = Spec(name);
   sb.set_state(vmm::STARTING);
   ASSERT_TRUE(store_->Insert(sb).ok());
   pid_t vm = fork();
   ASSERT_GE(vm, 0);
   if (vm == 0) {
-    // A stand-in VM: its command line carries the fake hypervisor's marker.
-    execl("/bin/sh", "sh", "-c", "sleep 600; true", "airlock-fake-vm-marker-st",
-          static_cast<char*>(nullptr));
+    // A stand-in VM, one process whose command line carries the fake
+    // hypervisor's marker.
+    std::string cmd = "exec -a airlock-fake-vm-marker-" + name + " sleep 600";
+    execl("/bin/bash", "bash", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  for (int i = 0; i < 100 && ProcessCmdline(vm).find("marker-st") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  bool started = false;
+  for (int i = 0; i < 500 && !started; ++i) {
+    started = ProcessCmdline(vm).find("marker-" + name) != std::string::npos;
+    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!started) {
+    kill(vm, SIGKILL);
+    waitpid(vm, nullptr, 0);
+    FAIL() << "the stand-in VM did not start";
   }
   auto m = NewManager();
-  ASSERT_TRUE(m->Recover().ok());
+  EXPECT_TRUE(m->Recover().ok());
   int status = 0;
   pid_t reaped = 0;
   for (int i = 0; i < 250 && reaped == 0; ++i) {
@@ -390,7 +401,7 @@ TEST_F(SandboxManagerTest, RecoveryBootsAgainAGuestWhoseBootWasCutShort) {
   }
   // Booted again from the start: here the disk step fails (the fake image),
   // with its own reason, not as a reattach.
-  vmm::Sandbox after = WaitSettled(*m, "st");
+  vmm::Sandbox after = WaitSettled(*m, name);
   EXPECT_EQ(after.state(), vmm::FAILED) << after.DebugString();
   EXPECT_NE(after.failure().find("layer"), std::string::npos) << after.failure();
   EXPECT_EQ(after.vmm_pid(), 0);
