@@ -248,7 +248,7 @@ build_initramfs() {
   # netfilter parts of its iptables (nft backend) rules. No br_netfilter:
   # containers on one bridge talk over it without passing the egress rules.
   local kdir=$CACHE/kernel/modules
-  write_modules "$kdir" "$st/lib/modules" load-order virtio_mmio virtio_blk virtio_console ext4 \
+  write_modules "$kdir" "$st/lib/modules" load-order virtio_mmio virtio_blk virtio_console virtio_balloon ext4 \
     9pnet_virtio 9p fuse virtiofs overlay \
     dummy nf_tables nft_chain_nat nft_redir nf_nat nft_reject_ipv4 nft_reject_ipv6 \
     nft_fib_ipv4 nft_fib_ipv6
