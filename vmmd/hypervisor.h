@@ -91,6 +91,10 @@ class Hypervisor {
   // this one could not, so a cached probe verdict keys on it); "" when it
   // cannot be told.
   virtual std::string Build() const { return ""; }
+
+  // MaxShares is how many shared paths one VM can take beside its other
+  // devices (`docker`: with the Docker Engine's disk).
+  virtual int MaxShares(bool docker) const { return docker ? 64 : 65; }
 };
 
 }  // namespace airlock::vmmd

@@ -69,6 +69,9 @@ class QemuBackend final : public Hypervisor {
                                                        const std::string& work_dir) override;
   // Build is the QEMU binary's path, size and change time.
   std::string Build() const override;
+  // microvm has eight virtio-mmio slots: the root disk, the serial ports'
+  // device, the balloon and the Docker disk take theirs first.
+  int MaxShares(bool docker) const override { return docker ? 4 : 5; }
 
  private:
   std::string qemu_;

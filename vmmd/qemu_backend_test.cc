@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
@@ -197,6 +198,36 @@ TEST(QemuBackendTest, BuildNamesTheBinaryAndChangesWithIt) {
   EXPECT_EQ(sh.front(), '/') << sh;
   EXPECT_NE(sh.find("/sh:"), std::string::npos) << sh;
   EXPECT_EQ(QemuBackend(dir.path() + "/none").Build(), "");
+}
+
+TEST(QemuBackendTest, TheMostSharesFitMicrovmsEightVirtioSlots) {
+  QemuBackend qemu;
+  for (bool docker : {false, true}) {
+    VmConfig c;
+    c.name = "slots";
+    c.accelerator = "tcg";
+    c.memory_mib = 1024;
+    c.cpus = 1;
+    if (docker) c.docker_disk = "/tmp/docker.img";
+    for (int i = 0; i < qemu.MaxShares(docker); ++i) {
+      VmShare share;
+      share.tag = "airlock" + std::to_string(i);
+      share.socket = "/tmp/fs" + std::to_string(i) + ".sock";
+      c.shares.push_back(share);
+    }
+    // Devices on the virtio-mmio bus (the serial ports sit on the
+    // virtio-serial device, not on a slot of their own).
+    int slots = 0;
+    std::vector<std::string> args = qemu.Args(c);
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] != "-device") continue;
+      if (absl::StartsWith(args[i + 1], "virtio-") ||
+          absl::StartsWith(args[i + 1], "vhost-user-fs-device")) {
+        ++slots;
+      }
+    }
+    EXPECT_EQ(slots, 8) << (docker ? "with docker" : "without docker");
+  }
 }
 
 }  // namespace

@@ -386,6 +386,11 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
   for (auto& m : *spec.mutable_mounts()) {
     if (absl::Status s = ValidateMount(&m); !s.ok()) return s;
   }
+  if (int most = hypervisor_->MaxShares(HasDocker(spec)); spec.mounts_size() > most) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a sandbox shares at most ", most, " paths", HasDocker(spec) ? " with Docker" : "",
+        " (", spec.mounts_size(), " given); share a common parent directory instead"));
+  }
   // Host ports are checked (and free ones chosen) now, so a taken port is a
   // clear error at create rather than a missing forward later.
   for (auto& port : *spec.mutable_ports()) {

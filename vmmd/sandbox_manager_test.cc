@@ -42,6 +42,7 @@ class FakeHypervisor : public Hypervisor {
                                                        const std::string&) override {
     return {"tcg", "fake"};
   }
+  int MaxShares(bool docker) const override { return docker ? 1 : 2; }
 };
 
 // Calls records what the fake peers were asked, in order.
@@ -405,6 +406,23 @@ TEST_F(SandboxManagerTest, RecoveryBootsAgainAGuestWhoseBootWasCutShort) {
   EXPECT_EQ(after.state(), vmm::FAILED) << after.DebugString();
   EXPECT_NE(after.failure().find("layer"), std::string::npos) << after.failure();
   EXPECT_EQ(after.vmm_pid(), 0);
+}
+
+TEST_F(SandboxManagerTest, MoreSharesThanTheVmTakesAreRefusedAndRecordNothing) {
+  auto m = NewManager();
+  ASSERT_TRUE(m->Recover().ok());
+  vmm::SandboxSpec spec = Spec("many");
+  for (const char* leaf : {"a", "b", "c"}) {
+    std::string path = dir_.path() + "/" + leaf;
+    ASSERT_TRUE(MakeDirs(path, 0755).ok());
+    spec.add_mounts()->set_host_path(path);
+  }
+  auto created = m->Create(spec, false);
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(created.status().message(),
+            "a sandbox shares at most 2 paths (3 given); share a common parent directory instead");
+  EXPECT_TRUE(m->List().empty());
+  EXPECT_EQ(calls_.Count("git.Baseline many"), 0);
 }
 
 }  // namespace
