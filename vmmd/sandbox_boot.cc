@@ -1,0 +1,424 @@
+// SandboxManager's boot: the accelerator, the sandbox's disk, the jail, the
+// hypervisor and virtiofsd processes, and waiting for the agent (mounts,
+// clone, egress, Docker, kits) until the sandbox is RUNNING; finding and
+// killing a sandbox's VM.
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/fd_io.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/subprocess.h"
+#include "protos/agent/v1/agent.grpc.pb.h"
+#include "vmmd/sandbox_manager.h"
+#include "vmmd/sandbox_metadata.h"
+#include "vmmd/sandbox_states.h"
+#include "common/client.h"
+#include "vmmd/clone_mode.h"
+#include "vmmd/docker_setup.h"
+#include "vmmd/images.h"
+
+namespace airlock::vmmd {
+
+namespace vmm = airlock::vmm::v1;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+namespace {
+
+// Tail is the last `lines` lines of a file.
+std::string Tail(const std::string& path, int lines) {
+  std::string text = ReadFileToString(path);
+  size_t start = text.size();
+  // Walk back over `lines` newlines (ignoring a final one).
+  int seen = 0;
+  while (start > 0) {
+    if (text[start - 1] == '\n' && start != text.size() && ++seen == lines) break;
+    --start;
+  }
+  return text.substr(start);
+}
+
+}  // namespace
+
+std::string SandboxManager::Accelerator() {
+  std::lock_guard<std::mutex> lock(accel_mu_);
+  if (!accelerator_.empty()) return accelerator_;
+  if (options_.accelerator != "auto") return accelerator_ = options_.accelerator;
+  auto images = LocateGuestImages(options_.image_dir);
+  if (!images.ok()) return "tcg";
+  // One probe per host boot, guest kernel and QEMU build: the answer
+  // cannot change otherwise.
+  std::string boot_id = ReadFileToString("/proc/sys/kernel/random/boot_id");
+  struct stat st {};
+  stat(images->kernel.c_str(), &st);
+  std::string key = absl::StrCat("accel:", boot_id.substr(0, 36), ":", images->release, ":",
+                                  st.st_mtime, ":", hypervisor_->Build());
+  auto cached = store_->Setting(key);
+  if (cached.ok() && !cached->empty()) return accelerator_ = *cached;
+  AIRLOCK_LOG_INFO("probing KVM");
+  auto [accel, why] = hypervisor_->ProbeAccelerator(images->kernel, images->initrd,
+                                                    options_.state_dir);
+  AIRLOCK_LOG_INFO("accelerator chosen", {{"accelerator", accel}, {"reason", why}});
+  // Without the cache the next vmmd start probes again; nothing else.
+  if (absl::Status s = store_->SetSetting(key, accel); !s.ok()) {
+    AIRLOCK_LOG_WARN("cannot cache the accelerator verdict", {{"error", std::string(s.message())}});
+  }
+  return accelerator_ = accel;
+}
+
+absl::Status SandboxManager::PrepareDisk(const std::string& name) {
+  std::string dir = SandboxDir(name);
+  if (absl::Status s = MakeDirs(dir, 0700); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot prepare the disk: ", s.message()));
+  }
+  vmm::ImageRef image;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    image = records_[name].sb.image();
+  }
+  // A built-in agent's image that did not exist at create is made first.
+  if (image.digest().empty() && !image.name().empty()) {
+    auto installed = InstallAgentImage(name);
+    if (!installed.ok()) return installed.status();
+    image = *installed;
+    if (absl::Status s = Update(name, "", [&](vmm::Sandbox& sb) { *sb.mutable_image() = image; });
+        !s.ok()) {
+      return s;
+    }
+  }
+  absl::StatusOr<std::string> base = BootDiskFor(name, image);
+  absl::Status s = base.ok() ? CreateOverlay(*base, dir + "/disk.qcow2") : base.status();
+  if (s.ok()) {
+    vmm::SandboxSpec spec;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      spec = records_[name].sb.spec();
+    }
+    if (HasDocker(spec)) s = MakeDockerDisk(dir + "/docker.img", spec.docker_disk_mib());
+  }
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot prepare the disk: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> SandboxManager::BootDiskFor(const std::string& name,
+                                                        const vmm::ImageRef& image) {
+  // Sandboxes recorded before the image store name no image: the base.
+  vmm::ImageRef ref = image;
+  if (ref.digest().empty()) {
+    auto base = images_->Resolve("");
+    if (!base.ok()) return base.status();
+    ref = ImageCatalog::RefOf(*base, "");
+  }
+  return images_->BootDisk(ref, [&](const std::string& what, uint64_t, uint64_t) {
+    SetProgress(name, what);
+  });
+}
+
+void SandboxManager::Boot(const std::string& name, bool launch) {
+  absl::Status s = BootSteps(name, launch);
+  if (!s.ok()) {
+    vmm::Sandbox sb;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sb = records_[name].sb;
+    }
+    KillVm(sb);
+    bool cancelled = s.code() == absl::StatusCode::kCancelled;
+    UpdateOrWarn(name, "", [&](vmm::Sandbox& sb) {
+      sb.set_state(cancelled ? vmm::STOPPED : vmm::FAILED);
+      sb.set_failure(cancelled ? "" : std::string(s.message()));
+      sb.set_vmm_pid(0);
+    });
+    if (!cancelled) {
+      AIRLOCK_LOG_WARN("boot failed", {{"sandbox", name}, {"reason", std::string(s.message())}});
+    }
+  }
+  End(name);
+}
+
+absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
+  vmm::Sandbox sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+  }
+  pid_t pid = static_cast<pid_t>(sb.vmm_pid());
+  if (launch) {
+    // A fresh boot arms a fresh deadline when it is running.
+    if (sb.expires_at() != 0) {
+      UpdateOrWarn(name, "", [](vmm::Sandbox& s) { s.set_expires_at(0); });
+    }
+    auto images = LocateGuestImages(options_.image_dir);
+    if (!images.ok()) return images.status();
+    struct stat st;
+    if (stat((SandboxDir(name) + "/disk.qcow2").c_str(), &st) != 0) {
+      // A create that never made the disk (vmmd stopped meanwhile, an agent
+      // install failed) makes it now; the image may have changed with it.
+      if (absl::Status s = PrepareDisk(name); !s.ok()) return s;
+      std::lock_guard<std::mutex> lock(mu_);
+      sb = records_[name].sb;
+    }
+    // A docker disk whose making was cut short is made now (an existing
+    // one is the engine's state and kept).
+    if (HasDocker(sb.spec())) {
+      if (absl::Status s = MakeDockerDisk(SandboxDir(name) + "/docker.img",
+                                          sb.spec().docker_disk_mib());
+          !s.ok()) {
+        return s;
+      }
+    }
+    SetProgress(name, "choosing accelerator");
+    std::string accel = Accelerator();
+    sb.set_accelerator(accel);
+    if (absl::Status s = AssignJail(name, sb); !s.ok()) return s;
+    VmConfig config = ConfigFor(sb);
+    config.kernel = images->kernel;
+    config.initrd = images->initrd;
+    // The previous boot's console is kept beside the new one.
+    rename(config.console_log.c_str(), (config.console_log + ".1").c_str());
+    if (absl::Status s = MakeDirs(config.socket_dir, 0700); !s.ok()) return s;
+    if (config.jail_uid != 0) {
+      if (absl::Status s = jails_.Prepare(config); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("cannot prepare the jail: ", s.message()));
+      }
+    }
+    unlink(config.agent_socket.c_str());
+    unlink(config.egress_socket.c_str());
+    unlink(config.vmm_log.c_str());
+    std::vector<Share> shares = SharesOf(sb);
+    for (size_t i = 0; i < shares.size(); ++i) {
+      const Share& share = shares[i];
+      for (pid_t old : ProcessesMatching("--socket-path=" + share.socket)) kill(old, SIGKILL);
+      ShareJail jail = jails_.ForShare(config, i);
+      auto fsd = StartShare(share, config.jail_uid != 0 ? &jail : nullptr,
+                            absl::StrCat(config.dir, "/shares/", i),
+                            absl::StrCat(config.dir, "/virtiofsd", i, ".log"));
+      if (!fsd.ok()) return fsd.status();
+    }
+    auto launched = hypervisor_->Launch(config);
+    if (!launched.ok()) return launched.status();
+    pid = *launched;
+    absl::Status s = Update(name, "booting kernel", [&](vmm::Sandbox& sb) {
+      sb.set_state(vmm::STARTING);
+      sb.set_failure("");
+      sb.set_accelerator(accel);
+      sb.set_vmm_pid(pid);
+      sb.set_kernel(images->release);
+    });
+    if (!s.ok()) return s;
+  }
+  return WaitForAgent(name, pid, launch);
+}
+
+absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
+                                          bool mount_shares) {
+  vmm::Sandbox sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+  }
+  VmConfig config = ConfigFor(sb);
+  auto deadline = steady_clock::now() + seconds(options_.boot_timeout_s);
+  auto cancelled = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return records_[name].cancel || stopping_;
+  };
+  // The agent announces on the console that its port is open; connecting
+  // earlier would queue bytes for a guest that is not listening yet.
+  bool ready = false;
+  while (!ready) {
+    if (cancelled()) return absl::CancelledError("boot cancelled");
+    if (!ProcessAlive(pid)) {
+      return absl::UnavailableError(FailureReason(name, "the hypervisor exited during boot"));
+    }
+    std::string console = ReadFileToString(config.console_log);
+    size_t failed = console.find("AIRLOCK-AGENT-FAILED");
+    if (failed != std::string::npos) {
+      return absl::UnavailableError(FailureReason(
+          name, console.substr(failed, console.find('\n', failed) - failed)));
+    }
+    ready = console.find("AIRLOCK-AGENT-READY") != std::string::npos;
+    if (steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(FailureReason(
+          name, absl::StrCat("the guest agent did not start within ", options_.boot_timeout_s,
+                             " s")));
+    }
+    if (!ready) std::this_thread::sleep_for(milliseconds(20));
+  }
+  SetProgress(name, "waiting for agent");
+  auto link = std::make_shared<AgentLink>(config.agent_socket);
+  std::string last;
+  while (steady_clock::now() < deadline) {
+    if (cancelled()) return absl::CancelledError("boot cancelled");
+    if (!ProcessAlive(pid)) {
+      return absl::UnavailableError(FailureReason(name, "the hypervisor exited during boot"));
+    }
+    auto channel = link->Channel(seconds(10));
+    if (!channel.ok()) {
+      last = std::string(channel.status().message());
+      std::this_thread::sleep_for(milliseconds(100));
+      continue;
+    }
+    auto stub = airlock::agent::v1::Agent::NewStub(*channel);
+    grpc::ClientContext ctx;
+    DeadlineAfter(ctx, seconds(10));
+    airlock::agent::v1::PingResponse pong;
+    grpc::Status s = stub->Ping(&ctx, {}, &pong);
+    if (s.ok() && mount_shares) {
+      for (const Share& share : SharesOf(sb)) {
+        grpc::ClientContext mctx;
+        DeadlineAfter(mctx, seconds(30));
+        airlock::agent::v1::MountRequest mr;
+        mr.set_tag(share.tag);
+        mr.set_path(share.guest_path);
+        mr.set_read_only(share.mount.read_only());
+        mr.set_file(share.file);
+        airlock::agent::v1::Empty empty;
+        grpc::Status ms = stub->Mount(&mctx, mr, &empty);
+        if (!ms.ok()) {
+          return absl::UnavailableError(FailureReason(
+              name, absl::StrCat("cannot mount ", share.mount.host_path(), " in the guest: ",
+                                 ms.error_message())));
+        }
+      }
+    }
+    if (s.ok() && mount_shares && sb.spec().clone()) {
+      SetProgress(name, "cloning the source");
+      if (absl::Status cs = SetUpClone(sb, *channel); !cs.ok()) {
+        return absl::FailedPreconditionError(FailureReason(name, std::string(cs.message())));
+      }
+    }
+    if (s.ok()) {
+      SetProgress(name, "attaching egress");
+      if (absl::Status es = AttachEgress(name, config); !es.ok()) {
+        return absl::UnavailableError(FailureReason(name, std::string(es.message())));
+      }
+      // On a live guest (vmmd restarted) this finds the engine running, or
+      // starts it when the restart came before it did.
+      if (HasDocker(sb.spec())) {
+        SetProgress(name, "starting dockerd");
+        if (absl::Status ds = StartDocker(name, *channel); !ds.ok()) {
+          return absl::Status(ds.code(), FailureReason(name, std::string(ds.message())));
+        }
+      }
+      if (mount_shares) {
+        if (absl::Status ks = ApplyKitsAtBoot(name, *channel); !ks.ok()) {
+          return absl::Status(ks.code(), FailureReason(name, std::string(ks.message())));
+        }
+      } else if (sb.has_kit_plan()) {
+        // Reattaching (vmmd restarted under a live guest): an install cut
+        // short cannot be resumed; a finished one means runtime rules.
+        if (!sb.kit_installed()) {
+          return absl::FailedPreconditionError(FailureReason(
+              name, "vmmd restarted while the kits' install hooks ran; start the sandbox again "
+                    "(`airlock stop` then `airlock start`) to rerun them"));
+        }
+        if (absl::Status ps = SetKitPhase(name, sb.kit_plan(), "runtime"); !ps.ok()) {
+          return absl::Status(ps.code(), FailureReason(name, std::string(ps.message())));
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        records_[name].agent = link;
+      }
+      absl::Status st = Update(name, "", [&](vmm::Sandbox& sb) {
+        sb.set_state(vmm::RUNNING);
+        sb.set_kernel(pong.kernel());
+        // Armed once per boot: a reattach after a vmmd restart keeps it.
+        if (sb.expires_at() == 0) sb.set_expires_at(ArmedExpiry(sb.spec(), time(nullptr)));
+      });
+      {
+        // The agent answers: exec need not wait for the ports and remote.
+        std::lock_guard<std::mutex> lock(mu_);
+        records_[name].reattaching = false;
+        changed_.notify_all();
+      }
+      if (st.ok()) {
+        OpenPorts(name);
+        if (sb.spec().clone()) PublishClone(name);
+      }
+      return st;
+    }
+    last = s.error_message();
+    link->Reset();
+  }
+  return absl::DeadlineExceededError(
+      FailureReason(name, absl::StrCat("the guest agent does not answer: ", last)));
+}
+
+absl::Status SandboxManager::AttachEgress(const std::string& name, const VmConfig& config) {
+  return peers_.proxy->Attach(name, config.egress_socket);
+}
+
+void SandboxManager::DetachEgress(const std::string& name) {
+  // Best effort: proxyd drops an attachment whose channel closes anyway.
+  if (absl::Status s = peers_.proxy->Detach(name); !s.ok()) {
+    AIRLOCK_LOG_WARN("cannot detach egress from proxyd",
+                     {{"sandbox", name}, {"error", std::string(s.message())}});
+  }
+}
+
+std::string SandboxManager::FailureReason(const std::string& name, const std::string& what) const {
+  std::string dir = SandboxDir(name);
+  std::string out = what;
+  std::string vmm_log = Tail(dir + "/vmm.log", 5);
+  if (!vmm_log.empty()) absl::StrAppend(&out, "\nhypervisor log:\n", vmm_log);
+  absl::StrAppend(&out, "\nconsole (", dir, "/console.log):\n", Tail(dir + "/console.log", 15));
+  return out;
+}
+
+pid_t SandboxManager::FindVm(const vmm::Sandbox& sb) const {
+  std::string marker = hypervisor_->Marker(ConfigFor(sb));
+  pid_t pid = static_cast<pid_t>(sb.vmm_pid());
+  if (pid > 0 && ProcessAlive(pid) &&
+      ProcessCmdline(pid).find(marker) != std::string::npos) {
+    return pid;
+  }
+  std::vector<pid_t> found = ProcessesMatching(marker);
+  return found.empty() ? 0 : found.front();
+}
+
+void SandboxManager::KillVm(const vmm::Sandbox& sb) {
+  std::string marker = hypervisor_->Marker(ConfigFor(sb));
+  std::vector<pid_t> pids = ProcessesMatching(marker);
+  for (const Share& share : SharesOf(sb)) {
+    for (pid_t p : ProcessesMatching("--socket-path=" + share.socket)) pids.push_back(p);
+  }
+  for (pid_t pid : pids) {
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 250 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
+  }
+}
+
+absl::Status SandboxManager::AssignJail(const std::string& name, vmm::Sandbox& sb) {
+  if (!jails_.enabled()) return absl::OkStatus();
+  uint32_t base = 0;
+  {
+    // Picked and taken under one lock: two boots never get one block.
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<uint32_t> used;
+    for (const auto& [other, r] : records_) {
+      if (other != name && r.sb.jail_uid() != 0) used.push_back(r.sb.jail_uid());
+    }
+    auto assigned = jails_.Assign(records_[name].sb.jail_uid(), used);
+    if (!assigned.ok()) return assigned.status();
+    base = *assigned;
+    records_[name].sb.set_jail_uid(base);
+  }
+  sb.set_jail_uid(base);
+  return Update(name, "", [&](vmm::Sandbox& s) { s.set_jail_uid(base); });
+}
+
+}  // namespace airlock::vmmd
