@@ -264,29 +264,40 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
   if (absl::Status s = ValidateName(spec.name()); !s.ok()) return s;
   if (absl::Status s = ValidateMetadata(spec); !s.ok()) return s;
   if (absl::Status s = ResolveDocker(&spec, IsBuiltinAgent(spec.agent())); !s.ok()) return s;
-  // Kits first: their resources and ports shape the rest. policyd records
-  // the grant now; every refusal below drops it again.
-  struct KitGrant {
+  // The one rollback of a create that fails: whatever a peer was asked to
+  // hold for the name is dropped again (best effort: the create already
+  // failed with its own error, and the next create of the name starts by
+  // dropping a kit grant left behind).
+  struct Rollback {
     SandboxManager* manager;
     std::string name;
     bool reserved = false;  // the name is in creating_
-    bool held = false;      // policyd and secretsd hold state for it
-    ~KitGrant() {
-      if (held) {
-        // Best effort: the create already failed with its own error, and a
-        // grant left behind is dropped again by the next create of the name.
+    bool kits = false;      // policyd holds a kit grant for it
+    bool secrets = false;   // secretsd registered it (and its kit bindings)
+    bool baseline = false;  // gitd recorded a review baseline for it
+    // Keep says the sandbox exists (or a create of the same name won the
+    // race and what the peers hold is its own): nothing is dropped.
+    void Keep() { kits = secrets = baseline = false; }
+    ~Rollback() {
+      if (kits) {
         if (absl::Status s = manager->ForgetKits(name); !s.ok()) {
           AIRLOCK_LOG_WARN("cannot drop the kit grant of a create that failed",
                            {{"sandbox", name}, {"error", std::string(s.message())}});
         }
-        manager->ForgetKitRegistration(name);
+      }
+      if (kits || secrets) manager->ForgetKitRegistration(name);
+      if (baseline) {
+        if (absl::Status s = manager->peers_.git->Unpublish(name); !s.ok()) {
+          AIRLOCK_LOG_WARN("cannot drop the review baseline of a create that failed",
+                           {{"sandbox", name}, {"error", std::string(s.message())}});
+        }
       }
       if (reserved) {
         std::lock_guard<std::mutex> lock(manager->mu_);
         manager->creating_.erase(name);
       }
     }
-  } kit_grant{this, spec.name()};
+  } rollback{this, spec.name()};
   airlock::policy::v1::ResolveResponse kits;
   std::vector<std::string> kit_skipped;
   if (!spec.kits().empty()) {
@@ -298,12 +309,12 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
             "remove it with `airlock rm ", spec.name(), "`"));
       }
       creating_.insert(spec.name());
-      kit_grant.reserved = true;
+      rollback.reserved = true;
     }
     // A grant left by a sandbox of this name that is gone is not this
     // sandbox's consent.
     if (absl::Status s = ForgetKits(spec.name()); !s.ok()) return s;
-    kit_grant.held = true;
+    rollback.kits = true;
     auto resolved = ResolveKits(spec, true);
     if (!resolved.ok()) return resolved.status();
     kits = std::move(*resolved);
@@ -421,11 +432,13 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
   if (spec.mounts_size() > 0 && !spec.clone()) {
     std::vector<std::string> paths;
     for (const auto& m : spec.mounts()) paths.push_back(m.host_path());
+    rollback.baseline = true;
     if (absl::Status s = peers_.git->Baseline(spec.name(), paths); !s.ok()) return s;
   }
 
   // An agent install's own sandbox is registered with secretsd first, and
   // without the global secrets: no install script gets the user's keys.
+  rollback.secrets = true;
   if (!installs_image.empty()) {
     if (auto bare = SecretSentinels(spec.name(), true); !bare.ok()) return bare.status();
   } else if (HasDocker(spec)) {
@@ -466,16 +479,16 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (records_.count(spec.name()) || (!kit_grant.reserved && creating_.count(spec.name()))) {
-      // A create of the same name won the race; what policyd and secretsd
-      // hold for the name is its own.
-      kit_grant.held = false;
+    if (records_.count(spec.name()) || (!rollback.reserved && creating_.count(spec.name()))) {
+      // A create of the same name won the race; what policyd, secretsd and
+      // gitd hold for the name is its own.
+      rollback.Keep();
       return absl::AlreadyExistsError(absl::StrCat(
           "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
           "remove it with `airlock rm ", spec.name(), "`"));
     }
     if (absl::Status s = store_->Insert(sb); !s.ok()) return s;
-    kit_grant.held = false;
+    rollback.Keep();
     Record& r = records_[spec.name()];
     r.sb = sb;
     r.busy = true;

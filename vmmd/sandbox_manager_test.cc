@@ -425,5 +425,29 @@ TEST_F(SandboxManagerTest, MoreSharesThanTheVmTakesAreRefusedAndRecordNothing) {
   EXPECT_EQ(calls_.Count("git.Baseline many"), 0);
 }
 
+TEST_F(SandboxManagerTest, AFailedCreateDropsTheBaselineAndTheRegistration) {
+  auto m = NewManager();
+  ASSERT_TRUE(m->Recover().ok());
+  std::string ws = dir_.path() + "/ws2";
+  ASSERT_TRUE(MakeDirs(ws, 0755).ok());
+  secrets_->sentinels = absl::UnavailableError("secretsd does not answer");
+  vmm::SandboxSpec spec = Spec("b2");
+  spec.add_mounts()->set_host_path(ws);
+  auto created = m->Create(spec, false);
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kUnavailable) << created.status();
+  // gitd took a baseline and secretsd was asked to register: both dropped.
+  EXPECT_EQ(calls_.Count("git.Baseline b2"), 1);
+  EXPECT_EQ(calls_.Count("git.Unpublish b2"), 1);
+  EXPECT_EQ(calls_.Count("secrets.ForgetRegistration b2"), 1);
+  EXPECT_EQ(calls_.Count("policy.ForgetKits b2"), 0) << "no kits, no grant";
+  EXPECT_TRUE(m->List().empty());
+
+  // A create that succeeds keeps what the peers hold.
+  secrets_->sentinels = absl::OkStatus();
+  ASSERT_TRUE(m->Create(spec, false).ok());
+  EXPECT_EQ(calls_.Count("git.Unpublish b2"), 1);
+  EXPECT_EQ(calls_.Count("secrets.ForgetRegistration b2"), 1);
+}
+
 }  // namespace
 }  // namespace airlock::vmmd
