@@ -34,7 +34,9 @@ using std::chrono::steady_clock;
 namespace {
 
 // The first boot clones the source; every boot makes sure the agent user
-// has a Git identity and trusts the host-owned source.
+// has a Git identity and trusts the host-owned source. The clone is made
+// aside and moved into place last, so a boot cut short (vmmd killed, the
+// VM killed) leaves no half clone that the next boot would take for done.
 // $1 = branch ("" for the source's HEAD), then pairs of remote name and URL.
 constexpr char kCloneSetup[] = R"(set -e
 git config --global --get safe.directory >/dev/null || git config --global --add safe.directory '*'
@@ -42,16 +44,18 @@ git config --global --get user.name >/dev/null || git config --global user.name 
 git config --global --get user.email >/dev/null || git config --global user.email agent@sandbox
 W=$HOME/workspace
 if [ ! -e "$W/.git" ]; then
-  mkdir -p "$W"
+  P=$HOME/.workspace.partial
+  rm -rf "$P"
   if [ -n "$1" ]; then
-    git clone -q --no-hardlinks --branch "$1" /run/sandbox/source "$W"
+    git clone -q --no-hardlinks --branch "$1" /run/sandbox/source "$P"
   else
-    git clone -q --no-hardlinks /run/sandbox/source "$W"
+    git clone -q --no-hardlinks /run/sandbox/source "$P"
   fi
-  cd "$W"
-  git remote rename origin source
+  git -C "$P" remote rename origin source
   shift
-  while [ $# -ge 2 ]; do git remote add "$1" "$2"; shift 2; done
+  while [ $# -ge 2 ]; do git -C "$P" remote add "$1" "$2"; shift 2; done
+  if [ -d "$W" ]; then rmdir "$W"; fi
+  mv "$P" "$W"
 fi
 )";
 
