@@ -274,7 +274,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
     bool reserved = false;  // the name is in creating_
     bool kits = false;      // policyd holds a kit grant for it
     bool secrets = false;   // secretsd registered it (and its kit bindings)
-    bool baseline = false;  // gitd recorded a review baseline for it
+    bool baseline = false;  // gitd recorded a review baseline or clone for it
     // Keep says the sandbox exists (or a create of the same name won the
     // race and what the peers hold is its own): nothing is dropped.
     void Keep() { kits = secrets = baseline = false; }
@@ -298,19 +298,21 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
       }
     }
   } rollback{this, spec.name()};
+  // The name is this create's before any peer is asked anything: what the
+  // rollback drops is never another sandbox's (nor another create's).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (records_.count(spec.name()) || creating_.count(spec.name())) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
+          "remove it with `airlock rm ", spec.name(), "`"));
+    }
+    creating_.insert(spec.name());
+    rollback.reserved = true;
+  }
   airlock::policy::v1::ResolveResponse kits;
   std::vector<std::string> kit_skipped;
   if (!spec.kits().empty()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (records_.count(spec.name()) || creating_.count(spec.name())) {
-        return absl::AlreadyExistsError(absl::StrCat(
-            "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
-            "remove it with `airlock rm ", spec.name(), "`"));
-      }
-      creating_.insert(spec.name());
-      rollback.reserved = true;
-    }
     // A grant left by a sandbox of this name that is gone is not this
     // sandbox's consent.
     if (absl::Status s = ForgetKits(spec.name()); !s.ok()) return s;
@@ -398,16 +400,10 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
   }
   if (!image.ok()) return image.status();
   if (spec.template_().empty()) spec.set_template_(image->name);
-  if (spec.mounts_size() > 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (records_.count(spec.name())) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
-          "remove it with `airlock rm ", spec.name(), "`"));
-    }
-  }
   vmm::CloneInfo clone;
   if (spec.clone()) {
+    // gitd records the clone (dropped again by Unpublish).
+    rollback.baseline = true;
     auto prepared = PrepareClone(spec);
     if (!prepared.ok()) return prepared.status();
     clone = *prepared;
@@ -479,14 +475,6 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::CreateSandbox(const vmm::SandboxSpe
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (records_.count(spec.name()) || (!rollback.reserved && creating_.count(spec.name()))) {
-      // A create of the same name won the race; what policyd, secretsd and
-      // gitd hold for the name is its own.
-      rollback.Keep();
-      return absl::AlreadyExistsError(absl::StrCat(
-          "a sandbox named \"", spec.name(), "\" already exists; choose another --name or "
-          "remove it with `airlock rm ", spec.name(), "`"));
-    }
     if (absl::Status s = store_->Insert(sb); !s.ok()) return s;
     rollback.Keep();
     Record& r = records_[spec.name()];

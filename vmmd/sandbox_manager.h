@@ -302,8 +302,9 @@ class SandboxManager {
   std::mutex publish_mu_;
   std::condition_variable changed_;
   std::map<std::string, Record> records_;
-  // Names a Create is resolving kits for: a second create of the name
-  // must not touch the first one's grant.
+  // Names a Create holds until the sandbox is recorded or the create
+  // fails: a second create of the name must not touch what the peers hold
+  // for the first.
   std::set<std::string> creating_;
   // One mutex per agent image tag being installed (sandbox_agents.cc).
   std::map<std::string, std::shared_ptr<std::mutex>> installs_;

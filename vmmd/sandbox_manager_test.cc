@@ -449,5 +449,19 @@ TEST_F(SandboxManagerTest, AFailedCreateDropsTheBaselineAndTheRegistration) {
   EXPECT_EQ(calls_.Count("secrets.ForgetRegistration b2"), 1);
 }
 
+TEST_F(SandboxManagerTest, ACreateOfATakenNameAsksNoPeerAndDropsNothing) {
+  auto m = NewManager();
+  ASSERT_TRUE(m->Recover().ok());
+  ASSERT_TRUE(m->Create(Spec("taken"), false).ok());
+  int sentinels = calls_.Count("secrets.Sentinels taken");
+  secrets_->sentinels = absl::UnavailableError("secretsd does not answer");
+  auto again = m->Create(Spec("taken"), false);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << again.status();
+  EXPECT_EQ(calls_.Count("secrets.Sentinels taken"), sentinels) << "no peer asked";
+  EXPECT_EQ(calls_.Count("secrets.ForgetRegistration taken"), 0)
+      << "the existing sandbox's registration is kept";
+  EXPECT_EQ(calls_.Count("git.Unpublish taken"), 0);
+}
+
 }  // namespace
 }  // namespace airlock::vmmd
