@@ -26,6 +26,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import cli, mmm  # noqa: E402
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--repeats", type=int, default=3)
 ap.add_argument("--memory", default="1g")
@@ -37,13 +40,7 @@ args = ap.parse_args()
 
 tmp = tempfile.mkdtemp(prefix="airlock-membench-", dir="/tmp")
 env = dict(os.environ, AIRLOCK_RUNTIME_DIR=tmp + "/run", AIRLOCK_STATE_DIR=tmp + "/state")
-
-
-def airlock(*a, check=True):
-    r = subprocess.run([args.airlock, *a], env=env, capture_output=True, text=True)
-    if check and r.returncode != 0:
-        sys.exit(f"airlock {' '.join(a)} failed ({r.returncode}): {r.stderr}")
-    return r
+airlock = cli(args.airlock, env)
 
 
 def sandbox(name):
@@ -88,11 +85,6 @@ def measure(name, reporting):
     return idle, burst, after
 
 
-def fmt(values):
-    return (f"{statistics.median(values):6.0f} MiB (min {min(values):.0f}, "
-            f"max {max(values):.0f})")
-
-
 try:
     figures = {True: [], False: []}
     for i in range(args.repeats):
@@ -102,7 +94,8 @@ try:
     for k, label in enumerate(("idle", "burst", "after")):
         on = [f[k] for f in figures[True]]
         off = [f[k] for f in figures[False]]
-        print(f"{label:6s} reporting {fmt(on)} | without {fmt(off)} | "
+        print(f"{label:6s} reporting {mmm(on, 'MiB', '%.0f')} | "
+              f"without {mmm(off, 'MiB', '%.0f')} | "
               f"ratio {statistics.median(on) / statistics.median(off):.2f}")
 finally:
     subprocess.run([args.airlock, "rm", "-f", "--all"], env=env, capture_output=True)
