@@ -9,22 +9,18 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <map>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/client.h"
 #include "common/fd_io.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/subprocess.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
-#include "vmmd/sandbox_manager.h"
-#include "vmmd/sandbox_metadata.h"
-#include "vmmd/sandbox_states.h"
-#include "common/client.h"
-#include "vmmd/clone_mode.h"
 #include "vmmd/docker_setup.h"
 #include "vmmd/images.h"
+#include "vmmd/sandbox_manager.h"
+#include "vmmd/sandbox_metadata.h"
 
 namespace airlock::vmmd {
 

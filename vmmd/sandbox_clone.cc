@@ -3,33 +3,20 @@
 // sandbox-<name> remote (published, retried while gitd does not answer,
 // answered with "stopped" while the sandbox is).
 
-#include <signal.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
 #include <map>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/fd_io.h"
 #include "common/log.h"
-#include "common/paths.h"
-#include "common/subprocess.h"
-#include "protos/agent/v1/agent.grpc.pb.h"
-#include "vmmd/sandbox_manager.h"
-#include "vmmd/sandbox_states.h"
-#include "common/client.h"
 #include "vmmd/clone_mode.h"
 #include "vmmd/guest_run.h"
+#include "vmmd/sandbox_manager.h"
 
 namespace airlock::vmmd {
 
 namespace vmm = airlock::vmm::v1;
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-using std::chrono::steady_clock;
 
 namespace {
 

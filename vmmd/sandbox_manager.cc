@@ -5,38 +5,27 @@
 // published ports sandbox_ports.cc, recovery and the monitor
 // sandbox_recover.cc.
 #include "vmmd/sandbox_manager.h"
-#include "vmmd/sandbox_states.h"
 
-#include "vmmd/sandbox_metadata.h"
-
-#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <map>
 #include <random>
-#include <sstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/client.h"
-#include "common/fd_io.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/status.h"
 #include "common/subprocess.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
-#include "protos/git/v1/git.grpc.pb.h"
-#include "protos/proxy/v1/proxy.grpc.pb.h"
-#include "protos/secrets/v1/secrets.grpc.pb.h"
 #include "vmmd/agent_image.h"
-#include "vmmd/docker_setup.h"
-#include "vmmd/guest_run.h"
 #include "vmmd/clone_mode.h"
+#include "vmmd/docker_setup.h"
 #include "vmmd/images.h"
+#include "vmmd/sandbox_metadata.h"
+#include "vmmd/sandbox_states.h"
 
 namespace airlock::vmmd {
 

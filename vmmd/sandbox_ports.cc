@@ -1,30 +1,13 @@
 // SandboxManager's published ports: opening a running sandbox's mappings,
 // closing them, and publishing or unpublishing one while it runs.
 
-#include <signal.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <map>
-
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/fd_io.h"
 #include "common/log.h"
-#include "common/paths.h"
-#include "common/subprocess.h"
-#include "protos/agent/v1/agent.grpc.pb.h"
 #include "vmmd/sandbox_manager.h"
-#include "vmmd/sandbox_states.h"
 
 namespace airlock::vmmd {
 
 namespace vmm = airlock::vmm::v1;
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-using std::chrono::steady_clock;
 
 void SandboxManager::OpenPorts(const std::string& name) {
   vmm::Sandbox sb;

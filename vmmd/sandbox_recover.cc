@@ -4,30 +4,24 @@
 // stopping every sandbox when vmmd stops.
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <map>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/fd_io.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/subprocess.h"
-#include "protos/agent/v1/agent.grpc.pb.h"
 #include "vmmd/sandbox_manager.h"
 #include "vmmd/sandbox_metadata.h"
-#include "vmmd/sandbox_states.h"
 
 namespace airlock::vmmd {
 
 namespace vmm = airlock::vmm::v1;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using std::chrono::steady_clock;
 
 absl::Status SandboxManager::Recover() {
   if (absl::Status s = MakeDirs(options_.state_dir + "/sandboxes", 0700); !s.ok()) return s;
