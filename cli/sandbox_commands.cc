@@ -161,6 +161,7 @@ nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
           {"cpus", sb.cpus()},
           {"memory_mib", sb.memory_mib()},
           {"accelerator", sb.accelerator()},
+          {"started_from", sb.started_from()},
           {"kernel", sb.kernel()},
           {"template", sb.spec().template_()},
           {"image", {{"name", sb.image().name()}, {"id", sb.image().id()},

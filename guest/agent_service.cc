@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "guest/exec_process.h"
 #include "guest/files.h"
+#include "guest/identity.h"
 #include "guest/mounts.h"
 #include "guest/port_forward.h"
 #include "guest/users.h"
@@ -260,6 +261,16 @@ grpc::Status AgentService::Shutdown(grpc::ServerContext*, const agentpb::Shutdow
     f();
   }).detach();
   return grpc::Status::OK;
+}
+
+grpc::Status AgentService::Claim(grpc::ServerContext*, const agentpb::ClaimRequest* req,
+                                 agentpb::Empty*) {
+  if (absl::Status s = ValidateClaim(*req); !s.ok()) return ToGrpc(s);
+  if (!claim_) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this agent is not a guest's init: it has no identity to take");
+  }
+  return ToGrpc(claim_(*req));
 }
 
 }  // namespace airlock::guest

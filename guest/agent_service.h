@@ -7,15 +7,21 @@
 #include <functional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
 
 namespace airlock::guest {
 
 class AgentService final : public airlock::agent::v1::Agent::Service {
  public:
+  using ClaimFn = std::function<absl::Status(const airlock::agent::v1::ClaimRequest&)>;
+
   // `power_off` is called after a Shutdown reply is sent; in the guest it
-  // stops every process, syncs and powers the VM off.
-  explicit AgentService(std::function<void()> power_off) : power_off_(std::move(power_off)) {}
+  // stops every process, syncs and powers the VM off. `claim` applies a
+  // valid Claim (identity.h's ApplyClaim in the guest); without it, Claim
+  // is refused: an agent serving on a Unix socket is not a guest's init.
+  explicit AgentService(std::function<void()> power_off, ClaimFn claim = nullptr)
+      : power_off_(std::move(power_off)), claim_(std::move(claim)) {}
 
   grpc::Status Ping(grpc::ServerContext*, const airlock::agent::v1::PingRequest*,
                     airlock::agent::v1::PingResponse*) override;
@@ -45,9 +51,12 @@ class AgentService final : public airlock::agent::v1::Agent::Service {
                                                     airlock::agent::v1::PortData>*) override;
   grpc::Status Shutdown(grpc::ServerContext*, const airlock::agent::v1::ShutdownRequest*,
                         airlock::agent::v1::Empty*) override;
+  grpc::Status Claim(grpc::ServerContext*, const airlock::agent::v1::ClaimRequest*,
+                     airlock::agent::v1::Empty*) override;
 
  private:
   std::function<void()> power_off_;
+  ClaimFn claim_;
 };
 
 }  // namespace airlock::guest

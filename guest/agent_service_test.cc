@@ -266,5 +266,42 @@ TEST_F(AgentServiceTest, WriteFilePlacementAndOwner) {
   EXPECT_NE(access(mk.path().c_str(), F_OK), 0);
 }
 
+TEST_F(AgentServiceTest, ClaimIsRefusedByAnAgentThatIsNotAGuestsInit) {
+  agentpb::ClaimRequest claim;
+  claim.set_hostname("box");
+  claim.set_machine_id("0123456789abcdef0123456789abcdef");
+  claim.set_seed(std::string(32, 's'));
+  claim.set_unix_time_ns(1);
+  grpc::ClientContext ctx;
+  agentpb::Empty empty;
+  grpc::Status s = stub_->Claim(&ctx, claim, &empty);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("not a guest's init"), std::string::npos);
+  // A malformed claim is refused as such, before the agent looks further.
+  claim.set_seed("short");
+  grpc::ClientContext ctx2;
+  s = stub_->Claim(&ctx2, claim, &empty);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+}
+
+TEST(AgentServiceClaimTest, AValidClaimReachesTheGuestAndAMalformedOneDoesNot) {
+  std::vector<std::string> applied;
+  AgentService service([] {}, [&](const agentpb::ClaimRequest& c) {
+    applied.push_back(c.hostname());
+    return absl::OkStatus();
+  });
+  agentpb::ClaimRequest claim;
+  claim.set_hostname("box-2");
+  claim.set_machine_id("0123456789abcdef0123456789abcdef");
+  claim.set_seed(std::string(32, 's'));
+  claim.set_unix_time_ns(1);
+  agentpb::Empty empty;
+  grpc::ServerContext ctx;
+  EXPECT_TRUE(service.Claim(&ctx, &claim, &empty).ok());
+  claim.set_hostname("bad name");
+  EXPECT_EQ(service.Claim(&ctx, &claim, &empty).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(applied, std::vector<std::string>{"box-2"});
+}
+
 }  // namespace
 }  // namespace airlock::guest

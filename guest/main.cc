@@ -20,6 +20,7 @@
 #include "guest/users.h"
 #include "guest/channel.h"
 #include "guest/egress.h"
+#include "guest/identity.h"
 
 namespace {
 
@@ -83,7 +84,8 @@ int RunAsInit() {
     airlock::guest::ServePort(egress_server.get(), path, [] {});
   }).detach();
 
-  airlock::guest::AgentService service([] { airlock::guest::PowerOff(); });
+  airlock::guest::AgentService service([] { airlock::guest::PowerOff(); },
+                                      airlock::guest::ApplyClaim);
   std::unique_ptr<grpc::Server> server = BuildServer(&service, "");
   if (!server) Fail(absl::InternalError("cannot start the gRPC server"));
   airlock::guest::ServePort(server.get(), *port,

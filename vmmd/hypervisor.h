@@ -65,6 +65,17 @@ struct VmConfig {
   std::string backing_dir;
   std::vector<std::string> cgroup_procs;
   std::string socket_dir;
+  // The hostname in the kernel command line when not `name` (a snapshot's
+  // VM, and one restored from it: snapshots.h).
+  std::string hostname;
+  // QEMU's machine protocol socket, to pause and save the VM; empty: none.
+  std::string qmp_socket;
+  // Restore: QEMU waits on this socket for the migration stream of a
+  // snapshot instead of booting; empty: boot.
+  std::string incoming_socket;
+  // The VM dies with the vmmd thread that launched it, which reaps it (a
+  // snapshot's VM: it belongs to no sandbox that could reattach).
+  bool die_with_vmmd = false;
 };
 
 // Hypervisor starts VMs as processes that outlive vmmd (so a restarted vmmd
@@ -91,6 +102,11 @@ class Hypervisor {
   // this one could not, so a cached probe verdict keys on it); "" when it
   // cannot be told.
   virtual std::string Build() const { return ""; }
+
+  // Describe is what a VM of `config` is, for a snapshot's key: the VMM
+  // build and everything the restored VM must match; "" when this
+  // hypervisor cannot save and restore VMs.
+  virtual std::string Describe(const VmConfig& config) const { return ""; }
 
   // MaxShares is how many shared paths one VM can take beside its other
   // devices (`docker`: with the Docker Engine's disk).

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/fd_io.h"
@@ -214,8 +215,8 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       "-serial", "chardev:console",
       "-kernel", c.kernel,
       "-initrd", c.initrd,
-      "-append", KernelCmdline(c.name, kvm ? 0 : HostTscKhz(), false, c.ensure_agent_user,
-                              !c.docker_disk.empty()),
+      "-append", KernelCmdline(c.hostname.empty() ? c.name : c.hostname, kvm ? 0 : HostTscKhz(),
+                              false, c.ensure_agent_user, !c.docker_disk.empty()),
       "-drive", absl::StrCat("file=", c.disk, ",format=qcow2,if=none,id=root,discard=unmap"),
       "-device", "virtio-blk-device,drive=root",
       "-chardev", absl::StrCat("socket,id=agent,path=", c.agent_socket, ",server=on,wait=off"),
@@ -229,6 +230,12 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       // touched.
       "-device", "virtio-balloon-device,free-page-reporting=on",
   };
+  if (!c.qmp_socket.empty()) {
+    args.insert(args.end(), {"-qmp", absl::StrCat("unix:", c.qmp_socket, ",server=on,wait=off")});
+  }
+  if (!c.incoming_socket.empty()) {
+    args.insert(args.end(), {"-incoming", absl::StrCat("unix:", c.incoming_socket)});
+  }
   if (!c.docker_disk.empty()) {
     args.insert(args.end(),
                 {"-drive",
@@ -261,6 +268,7 @@ absl::StatusOr<pid_t> QemuBackend::Launch(const VmConfig& c) {
   if (c.jail_uid == 0) return SpawnDetached(Args(c), c.vmm_log);
   auto spec = QemuJail(c);
   if (!spec.ok()) return spec.status();
+  spec->die_with_parent = c.die_with_vmmd;
   VmConfig inside = c;
   inside.kernel = kJailKernel;
   inside.initrd = kJailInitrd;
@@ -284,6 +292,28 @@ std::string QemuBackend::Build() const {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return "";
   return absl::StrCat(path, ":", st.st_size, ":", st.st_ctime);
+}
+
+std::string QemuBackend::Describe(const VmConfig& config) const {
+  std::string build = Build();
+  if (build.empty()) return "";
+  // The paths of the VM's own files differ between the snapshot's VM and
+  // each restored one: everything else is the key.
+  VmConfig c = config;
+  c.disk = "DISK";
+  c.console_log = "CONSOLE";
+  c.vmm_log = "LOG";
+  c.agent_socket = "AGENT";
+  c.egress_socket = "EGRESS";
+  c.qmp_socket.clear();
+  c.incoming_socket.clear();
+  c.kernel = "KERNEL";
+  c.initrd = "INITRD";
+  std::vector<std::string> args = Args(c);
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "-name") args[i + 1] = "NAME";
+  }
+  return absl::StrCat(build, "\n", absl::StrJoin(args, " "));
 }
 
 std::pair<std::string, std::string> QemuBackend::ProbeAccelerator(const std::string& kernel,

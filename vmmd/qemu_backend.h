@@ -69,6 +69,9 @@ class QemuBackend final : public Hypervisor {
                                                        const std::string& work_dir) override;
   // Build is the QEMU binary's path, size and change time.
   std::string Build() const override;
+  // Describe is Build() and the command line of `config` with its
+  // per-VM paths left out.
+  std::string Describe(const VmConfig& config) const override;
   // microvm (QEMU 6.0 on, with its second IOAPIC) has 24 virtio-mmio
   // slots, of which the guest gets interrupts on the first 23 (a share on
   // the 24th hangs its first read: tried with QEMU 7.2 and Debian's 6.1).

@@ -101,6 +101,7 @@ absl::Status SandboxManager::PrepareDisk(const std::string& name) {
       spec = records_[name].sb.spec();
     }
     if (HasDocker(spec)) s = MakeDockerDisk(dir + "/docker.img", spec.docker_disk_mib());
+    if (s.ok()) GiveSnapshotDisk(name, *base);
   }
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot prepare the disk: ", s.message()));
@@ -182,6 +183,13 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     VmConfig config = ConfigFor(sb);
     config.kernel = images->kernel;
     config.initrd = images->initrd;
+    // A new sandbox whose disk is its snapshot's copy restores the
+    // snapshot's memory instead of booting.
+    std::string restore_key = TakeRestoreMarker(sb);
+    if (!restore_key.empty()) {
+      config.hostname = kSnapshotHostname;
+      config.incoming_socket = config.socket_dir + "/incoming.sock";
+    }
     // The previous boot's console is kept beside the new one.
     rename(config.console_log.c_str(), (config.console_log + ".1").c_str());
     if (absl::Status s = MakeDirs(config.socket_dir, 0700); !s.ok()) return s;
@@ -192,6 +200,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     }
     unlink(config.agent_socket.c_str());
     unlink(config.egress_socket.c_str());
+    unlink(config.incoming_socket.c_str());
     unlink(config.vmm_log.c_str());
     std::vector<Share> shares = SharesOf(sb);
     for (size_t i = 0; i < shares.size(); ++i) {
@@ -206,20 +215,38 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     auto launched = hypervisor_->Launch(config);
     if (!launched.ok()) return launched.status();
     pid = *launched;
-    absl::Status s = Update(name, "booting kernel", [&](vmm::Sandbox& sb) {
+    if (!restore_key.empty()) {
+      SetProgress(name, "restoring snapshot");
+      if (absl::Status rs = SendSnapshot(restore_key, config); !rs.ok()) {
+        // The disk is still as the snapshot's VM left it: it boots.
+        AIRLOCK_LOG_WARN("cannot restore the snapshot; booting instead",
+                         {{"sandbox", name}, {"error", std::string(rs.message())}});
+        KillVm(sb);
+        restore_key.clear();
+        config.hostname.clear();
+        config.incoming_socket.clear();
+        launched = hypervisor_->Launch(config);
+        if (!launched.ok()) return launched.status();
+        pid = *launched;
+      }
+    }
+    bool restored = !restore_key.empty();
+    absl::Status s = Update(name, restored ? "" : "booting kernel", [&](vmm::Sandbox& sb) {
       sb.set_state(vmm::STARTING);
       sb.set_failure("");
       sb.set_accelerator(accel);
       sb.set_vmm_pid(pid);
       sb.set_kernel(images->release);
+      sb.set_started_from(restored ? "restore" : "boot");
     });
     if (!s.ok()) return s;
+    return WaitForAgent(name, pid, launch, restored);
   }
   return WaitForAgent(name, pid, launch);
 }
 
 absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
-                                          bool mount_shares) {
+                                          bool mount_shares, bool restored) {
   vmm::Sandbox sb;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -233,7 +260,7 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
   };
   // The agent announces on the console that its port is open; connecting
   // earlier would queue bytes for a guest that is not listening yet.
-  bool ready = false;
+  bool ready = restored;
   while (!ready) {
     if (cancelled()) return absl::CancelledError("boot cancelled");
     if (!ProcessAlive(pid)) {
@@ -272,6 +299,12 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     DeadlineAfter(ctx, seconds(10));
     airlock::agent::v1::PingResponse pong;
     grpc::Status s = stub->Ping(&ctx, {}, &pong);
+    if (s.ok() && mount_shares) {
+      // Before anything of the sandbox's reaches the guest.
+      if (absl::Status cs = ClaimGuest(name, *channel, restored); !cs.ok()) {
+        return absl::UnavailableError(FailureReason(name, std::string(cs.message())));
+      }
+    }
     if (s.ok() && mount_shares) {
       for (const Share& share : SharesOf(sb)) {
         grpc::ClientContext mctx;
@@ -344,6 +377,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       if (st.ok()) {
         OpenPorts(name);
         if (sb.spec().clone()) PublishClone(name);
+        // The first boot of an image (in this shape) makes the snapshot
+        // the next sandboxes of it restore.
+        if (mount_shares && !restored) MaybeSnapshot(name);
       }
       return st;
     }
@@ -408,6 +444,7 @@ absl::Status SandboxManager::AssignJail(const std::string& name, vmm::Sandbox& s
     for (const auto& [other, r] : records_) {
       if (other != name && r.sb.jail_uid() != 0) used.push_back(r.sb.jail_uid());
     }
+    if (snapshot_jail_uid_ != 0) used.push_back(snapshot_jail_uid_);
     auto assigned = jails_.Assign(records_[name].sb.jail_uid(), used);
     if (!assigned.ok()) return assigned.status();
     base = *assigned;

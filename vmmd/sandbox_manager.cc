@@ -65,7 +65,8 @@ SandboxManager::SandboxManager(ManagerOptions options, SandboxStore* store,
       hypervisor_(std::move(hypervisor)),
       host_(host),
       jails_(JailOptions{options_.jail, options_.jail_id_base, options_.runtime_dir,
-                         InstanceName(options_.state_dir)}) {
+                         InstanceName(options_.state_dir)}),
+      snapshots_(options_.state_dir + "/snapshots") {
   AIRLOCK_LOG_INFO(jails_.Describe(), {});
 }
 

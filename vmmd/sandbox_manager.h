@@ -28,6 +28,7 @@
 #include "vmmd/peer_clients.h"
 #include "vmmd/port_forwarder.h"
 #include "vmmd/shares.h"
+#include "vmmd/snapshots.h"
 #include "vmmd/resources.h"
 #include "vmmd/sandbox_store.h"
 
@@ -51,6 +52,9 @@ struct ManagerOptions {
   Peer policyd;
   // The jails of QEMU and virtiofsd (sandbox_jails.h).
   bool jail = true;
+  // New sandboxes of an image booted before restore a snapshot of it
+  // (snapshots.h) instead of booting.
+  bool snapshots = true;
   uint32_t jail_id_base = kDefaultJailIdBase;
 };
 
@@ -201,7 +205,38 @@ class SandboxManager {
   // WaitForAgent waits until the booted guest's agent answers, mounts the
   // shared paths (unless reattaching to a guest that has them), and marks
   // the sandbox RUNNING.
-  absl::Status WaitForAgent(const std::string& name, pid_t pid, bool mount_shares);
+  // `restored`: the guest was restored from a snapshot, its agent already
+  // serves (there is no console marker to wait for).
+  absl::Status WaitForAgent(const std::string& name, pid_t pid, bool mount_shares,
+                            bool restored = false);
+
+  // Snapshots (sandbox_snapshot.cc). SnapshotKeyFor is the key of the
+  // snapshot a sandbox of `sb`'s shape may start from, "" when it cannot
+  // (shares, Docker, snapshots off, a hypervisor without them).
+  std::string SnapshotKeyFor(const airlock::vmm::v1::Sandbox& sb, const std::string& base_disk,
+                             const std::string& accelerator);
+  // GiveSnapshotDisk replaces a new sandbox's disk by a copy of its
+  // snapshot's, and marks it to be restored at its first boot.
+  void GiveSnapshotDisk(const std::string& name, const std::string& base_disk);
+  // TakeRestoreMarker removes the mark and returns the snapshot's key when
+  // it is still the one for `sb` (else "": boot).
+  std::string TakeRestoreMarker(const airlock::vmm::v1::Sandbox& sb);
+  // SendSnapshot streams the snapshot's memory into the VM QEMU started
+  // with config.incoming_socket.
+  absl::Status SendSnapshot(const std::string& key, const VmConfig& config);
+  // ClaimGuest gives the guest its identity (the agent's Claim): hostname,
+  // a fresh machine id, entropy and the clock.
+  absl::Status ClaimGuest(const std::string& name, std::shared_ptr<grpc::Channel> channel,
+                          bool restored);
+  // MaybeSnapshot starts making the snapshot for a sandbox that just
+  // booted, when there is none for its shape (one at a time).
+  void MaybeSnapshot(const std::string& name);
+  // BuildSnapshot boots a VM of `config`'s shape that is no sandbox, saves
+  // it when its agent is up and commits the snapshot; returns its size.
+  absl::StatusOr<uint64_t> BuildSnapshot(const std::string& key, const VmConfig& config,
+                                         const std::string& base_disk);
+  // RecoverSnapshots drops what a vmmd stopped while making one left.
+  void RecoverSnapshots();
   // SharesOf lists the virtiofs exports of a sandbox.
   std::vector<Share> SharesOf(const airlock::vmm::v1::Sandbox& sb) const;
   void Monitor();
@@ -311,6 +346,12 @@ class SandboxManager {
 
   std::mutex accel_mu_;
   std::string accelerator_;
+
+  SnapshotStore snapshots_;
+  std::mutex snapshot_mu_;
+  bool snapshot_building_ = false;
+  // The jail ids the snapshot's VM uses while one is made (under mu_).
+  uint32_t snapshot_jail_uid_ = 0;
 
   PortForwarder ports_;
   std::atomic<bool> stopping_{false};

@@ -25,6 +25,7 @@ using std::chrono::seconds;
 
 absl::Status SandboxManager::Recover() {
   if (absl::Status s = MakeDirs(options_.state_dir + "/sandboxes", 0700); !s.ok()) return s;
+  RecoverSnapshots();
   auto all = store_->LoadAll();
   if (!all.ok()) return all.status();
   std::vector<std::pair<std::string, pid_t>> reattach;

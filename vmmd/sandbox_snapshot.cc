@@ -1,0 +1,277 @@
+// SandboxManager's snapshots (snapshots.h): which snapshot a sandbox may
+// start from, giving a new sandbox the snapshot's disk, restoring its
+// memory at boot, and making a snapshot of an image after its first boot.
+
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/fd_io.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/subprocess.h"
+#include "protos/agent/v1/agent.grpc.pb.h"
+#include "vmmd/images.h"
+#include "vmmd/qmp.h"
+#include "vmmd/sandbox_manager.h"
+
+namespace airlock::vmmd {
+
+namespace vmm = airlock::vmm::v1;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+namespace {
+
+// The file beside a new sandbox's disk that says the disk is a snapshot's
+// copy, untouched, and names the snapshot.
+constexpr char kRestoreMarker[] = "/restore.pending";
+// How many snapshots are kept (each about a third of its guest's memory).
+constexpr size_t kSnapshotsKept = 8;
+
+}  // namespace
+
+std::string SandboxManager::SnapshotKeyFor(const vmm::Sandbox& sb, const std::string& base_disk,
+                                           const std::string& accelerator) {
+  if (!options_.snapshots || sb.spec().name().empty()) return "";
+  VmConfig config = ConfigFor(sb);
+  if (!Snapshottable(config)) return "";
+  auto images = LocateGuestImages(options_.image_dir);
+  if (!images.ok()) return "";
+  config.kernel = images->kernel;
+  config.initrd = images->initrd;
+  config.accelerator = accelerator;
+  std::string vm = hypervisor_->Describe(SnapshotVm(config, "", ""));
+  if (vm.empty()) return "";
+  return SnapshotKey({base_disk, images->kernel, images->initrd, vm});
+}
+
+void SandboxManager::GiveSnapshotDisk(const std::string& name, const std::string& base_disk) {
+  vmm::Sandbox sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+  }
+  std::string key = SnapshotKeyFor(sb, base_disk, Accelerator());
+  if (key.empty()) return;
+  auto snapshot = snapshots_.Find(key);
+  if (!snapshot) return;
+  std::string dir = SandboxDir(name);
+  std::string tmp = dir + "/disk.qcow2.tmp";
+  CommandResult r = RunCommand({"cp", "--reflink=auto", "--", snapshot->disk, tmp}, {}, "", 60);
+  // The copy replaces the plain overlay only when complete, and is marked
+  // after: a crash leaves the overlay, or an unmarked copy (which boots).
+  if (r.exit_code != 0 || rename(tmp.c_str(), (dir + "/disk.qcow2").c_str()) != 0) {
+    unlink(tmp.c_str());
+    AIRLOCK_LOG_WARN("cannot copy the snapshot's disk; the sandbox boots",
+                     {{"sandbox", name}, {"error", r.err}});
+    return;
+  }
+  if (absl::Status s = ReplaceFile(dir + kRestoreMarker, key, 0600); !s.ok()) {
+    AIRLOCK_LOG_WARN("cannot mark the sandbox for restore; it boots",
+                     {{"sandbox", name}, {"error", std::string(s.message())}});
+  }
+}
+
+std::string SandboxManager::TakeRestoreMarker(const vmm::Sandbox& sb) {
+  std::string path = SandboxDir(sb.spec().name()) + kRestoreMarker;
+  std::string key = ReadFileToString(path);
+  // Taken before the VM starts: from then on the disk is the sandbox's,
+  // and only a boot may use it.
+  unlink(path.c_str());
+  if (key.empty()) return "";
+  auto base = BootDiskFor(sb.spec().name(), sb.image());
+  if (!base.ok() || SnapshotKeyFor(sb, *base, sb.accelerator()) != key || !snapshots_.Find(key)) {
+    return "";
+  }
+  return key;
+}
+
+absl::Status SandboxManager::SendSnapshot(const std::string& key, const VmConfig& config) {
+  auto snapshot = snapshots_.Find(key);
+  if (!snapshot) return absl::NotFoundError("the snapshot is gone");
+  return SendStream(config.incoming_socket, snapshot->memory, steady_clock::now() + seconds(30));
+}
+
+absl::Status SandboxManager::ClaimGuest(const std::string& name,
+                                        std::shared_ptr<grpc::Channel> channel, bool restored) {
+  airlock::agent::v1::ClaimRequest claim;
+  claim.set_hostname(name);
+  std::string random(16 + 64, '\0');
+  if (getrandom(random.data(), random.size(), 0) != static_cast<ssize_t>(random.size())) {
+    return absl::InternalError(absl::StrCat("getrandom: ", strerror(errno)));
+  }
+  claim.set_machine_id(absl::BytesToHexString(random.substr(0, 16)));
+  claim.set_seed(random.substr(16));
+  claim.set_unix_time_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count());
+  auto stub = airlock::agent::v1::Agent::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + seconds(10));
+  airlock::agent::v1::Empty empty;
+  grpc::Status s = stub->Claim(&ctx, claim, &empty);
+  // A cold boot's guest already has its hostname from the kernel command
+  // line; an agent from before Claim leaves the rest as the image has it.
+  if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED && !restored) return absl::OkStatus();
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the guest did not take its identity: ", s.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+void SandboxManager::MaybeSnapshot(const std::string& name) {
+  vmm::Sandbox sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+  }
+  auto base = BootDiskFor(name, sb.image());
+  if (!base.ok()) return;
+  std::string key = SnapshotKeyFor(sb, *base, sb.accelerator());
+  if (key.empty() || snapshots_.Find(key)) return;
+  {
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    if (snapshot_building_ || stopping_) return;
+    snapshot_building_ = true;
+  }
+  VmConfig config = ConfigFor(sb);
+  auto images = LocateGuestImages(options_.image_dir);
+  if (!images.ok()) return;
+  config.kernel = images->kernel;
+  config.initrd = images->initrd;
+  std::string base_disk = *base;
+  StartWorker([this, key, config, base_disk] {
+    auto begun = steady_clock::now();
+    auto size = BuildSnapshot(key, config, base_disk);
+    if (size.ok()) {
+      AIRLOCK_LOG_INFO("snapshot made: new sandboxes of this image restore it",
+                       {{"key", key.substr(0, 12)},
+                        {"bytes", std::to_string(*size)},
+                        {"ms", std::to_string(std::chrono::duration_cast<milliseconds>(
+                                                   steady_clock::now() - begun)
+                                                   .count())}});
+    } else if (!stopping_) {
+      AIRLOCK_LOG_WARN("cannot make a snapshot; sandboxes of this image boot",
+                       {{"key", key.substr(0, 12)}, {"error", std::string(size.status().message())}});
+    }
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    snapshot_building_ = false;
+  });
+}
+
+absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
+                                                       const VmConfig& sandbox_config,
+                                                       const std::string& base_disk) {
+  auto snapshot = snapshots_.Begin(key);
+  if (!snapshot.ok()) return snapshot.status();
+  VmConfig config = SnapshotVm(sandbox_config, snapshot->dir, jails_.SocketDir(kSnapshotVmName));
+  config.qmp_socket = config.socket_dir + "/qmp.sock";
+  config.die_with_vmmd = true;
+  config.jail_uid = 0;
+  pid_t pid = 0;
+  auto cleanup = [&] {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      // The VM is this thread's child when jailed (die_with_vmmd); else
+      // detached, and its process only has to be gone.
+      if (config.jail_uid != 0) {
+        waitpid(pid, nullptr, 0);
+      } else {
+        for (int i = 0; i < 250 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
+      }
+    }
+    if (jails_.enabled()) jails_.Teardown(kSnapshotVmName);
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshot_jail_uid_ = 0;
+  };
+  auto fail = [&](absl::Status s) -> absl::Status {
+    cleanup();
+    snapshots_.Abandon(key);
+    return s;
+  };
+  if (absl::Status s = CreateOverlay(base_disk, config.disk); !s.ok()) return fail(s);
+  if (absl::Status s = MakeDirs(config.socket_dir, 0700); !s.ok()) return fail(s);
+  if (jails_.enabled()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<uint32_t> used;
+    for (const auto& [other, r] : records_) {
+      if (r.sb.jail_uid() != 0) used.push_back(r.sb.jail_uid());
+    }
+    auto uid = jails_.Assign(0, used);
+    if (!uid.ok()) return fail(uid.status());
+    config.jail_uid = snapshot_jail_uid_ = *uid;
+  }
+  if (config.jail_uid != 0) {
+    if (absl::Status s = jails_.Prepare(config); !s.ok()) return fail(s);
+  }
+  auto launched = hypervisor_->Launch(config);
+  if (!launched.ok()) return fail(launched.status());
+  pid = *launched;
+  auto deadline = steady_clock::now() + seconds(options_.boot_timeout_s);
+  while (ReadFileToString(config.console_log).find("AIRLOCK-AGENT-READY") == std::string::npos) {
+    if (stopping_) return fail(absl::CancelledError("vmmd is stopping"));
+    if (!ProcessAlive(pid)) {
+      return fail(absl::UnavailableError(absl::StrCat(
+          "the snapshot's VM exited during boot: ", ReadFileToString(config.vmm_log))));
+    }
+    if (steady_clock::now() > deadline) {
+      return fail(absl::DeadlineExceededError("the snapshot's VM did not boot in time"));
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  auto qmp = QmpClient::Connect(config.qmp_socket, seconds(10));
+  if (!qmp.ok()) return fail(qmp.status());
+  // The guest is idle, so a live migration converges at once; saved
+  // running, the restored VM runs as soon as its state is in.
+  auto params = qmp->Execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}});
+  if (!params.ok()) return fail(params.status());
+  std::string save_socket = config.socket_dir + "/save.sock";
+  auto listener = ListenUnix(save_socket, config.jail_uid);
+  if (!listener.ok()) return fail(listener.status());
+  UniqueFd listen_fd(*listener);
+  auto started = qmp->Execute("migrate", {{"uri", "unix:" + save_socket}});
+  if (!started.ok()) return fail(started.status());
+  auto bytes = ReceiveStream(listen_fd.get(), snapshot->memory, steady_clock::now() + seconds(120));
+  if (!bytes.ok()) return fail(bytes.status());
+  std::string status;
+  for (int i = 0; i < 200 && status != "completed"; ++i) {
+    auto info = qmp->Execute("query-migrate");
+    if (!info.ok()) return fail(info.status());
+    status = info->value("status", "");
+    if (status == "failed" || status == "cancelled") {
+      return fail(absl::InternalError(absl::StrCat("QEMU's migration ", status, ": ",
+                                                   info->value("error-desc", ""))));
+    }
+    if (status != "completed") std::this_thread::sleep_for(milliseconds(50));
+  }
+  if (status != "completed") return fail(absl::DeadlineExceededError("the migration did not finish"));
+  // The source is paused with its disk flushed; its process goes, and the
+  // disk is the snapshot's as it stands.
+  cleanup();
+  pid = 0;
+  unlink(config.console_log.c_str());
+  if (absl::Status s = snapshots_.Commit(key, kSnapshotsKept); !s.ok()) {
+    snapshots_.Abandon(key);
+    return s;
+  }
+  return *bytes;
+}
+
+void SandboxManager::RecoverSnapshots() {
+  // No snapshot is being made: a VM a previous vmmd left making one (not
+  // jailed, so not dead with it) and its half-made files go.
+  for (pid_t p : ProcessesMatching(snapshots_.dir() + "/")) kill(p, SIGKILL);
+  snapshots_.RemovePartials();
+  if (jails_.enabled()) jails_.Teardown(kSnapshotVmName);
+}
+
+}  // namespace airlock::vmmd
