@@ -51,8 +51,12 @@ absl::Status MountRoot(const std::string& device, const std::string& target);
 // an error carries its exit status. The egress set-up runs this way.
 absl::Status RunScript(const std::string& script);
 
-// SwitchRoot moves /dev, /proc and /sys under `new_root`, makes it / and
-// chroots into it; then mounts /dev/pts, /dev/shm and /run, brings up the
+// RemoveInitramfs deletes the files of the initramfs ("/", PID 1 before
+// the switch), not descending into what is mounted on it.
+void RemoveInitramfs();
+
+// SwitchRoot moves /dev, /proc and /sys under `new_root`, deletes the
+// initramfs' files, makes `new_root` / and chroots into it; then mounts /dev/pts, /dev/shm and /run, brings up the
 // loopback interface and sets the hostname.
 absl::Status SwitchRoot(const std::string& new_root, const std::string& hostname);
 

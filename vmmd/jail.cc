@@ -384,6 +384,7 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
     }
     // Here, after the ids changed: a change of ids clears it.
     if (spec.die_with_parent) prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (spec.no_huge_pages) prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
     dup2(devnull, 0);
     dup2(log_fd, 1);
     dup2(log_fd, 2);

@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
       {"jail", "run each sandbox's QEMU and virtiofsd jailed: a uid block of its own, no "
                "capabilities, own namespaces and root, a cgroup with limits (false: as vmmd, "
                "for debugging only)", "true"},
+      {"snapshots", "start new sandboxes of an image booted before by restoring a snapshot of a "
+                    "fresh guest (true) or always boot (false)", "true"},
       {"jail-id-base", "first host uid/gid of the jails' pool (blocks of 65536 per sandbox)",
        "1879048192"},
   };
@@ -50,6 +52,11 @@ int main(int argc, char** argv) {
       return absl::InvalidArgumentError("--jail must be true or false");
     }
     mo.jail = jail == "true";
+    const std::string& snapshots = c.options.at("snapshots");
+    if (snapshots != "true" && snapshots != "false") {
+      return absl::InvalidArgumentError("--snapshots must be true or false");
+    }
+    mo.snapshots = snapshots == "true";
     uint64_t id_base = 0;
     if (!absl::SimpleAtoi(c.options.at("jail-id-base"), &id_base) || id_base < 65536 ||
         id_base + uint64_t{airlock::vmmd::kJailIdsPerSandbox} * airlock::vmmd::kJailSlots >

@@ -131,6 +131,10 @@ absl::StatusOr<JailSpec> QemuJail(const VmConfig& c) {
   JailSpec spec = VmJail(c.jail_root, absl::StrCat("airlock-", c.name), c.jail_uid, c.kernel,
                          c.initrd, c.accelerator == "kvm");
   spec.cgroup_procs = c.cgroup_procs;
+  // Under TCG huge pages buy nothing (its TLB maps 4 KiB pages), and a
+  // restored guest's memory, written page by page all over, would be
+  // faulted in 2 MiB at a time: several times what the guest uses.
+  spec.no_huge_pages = c.accelerator != "kvm";
   auto chain = QcowBackingChain(c.disk);
   if (!chain.ok()) return chain.status();
   for (const std::string& b : *chain) {

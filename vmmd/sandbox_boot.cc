@@ -240,7 +240,25 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       sb.set_started_from(restored ? "restore" : "boot");
     });
     if (!s.ok()) return s;
-    return WaitForAgent(name, pid, launch, restored);
+    if (!restored) return WaitForAgent(name, pid, launch);
+    s = WaitForAgent(name, pid, launch, /*restored=*/true);
+    if (s.code() != absl::StatusCode::kAborted) return s;
+    // The snapshot is unusable (QEMU would not load it): it goes, and the
+    // sandbox boots its disk, which no guest has run on yet.
+    AIRLOCK_LOG_WARN("QEMU did not load the snapshot; removing it and booting",
+                     {{"sandbox", name}, {"vmm_log", ReadFileToString(config.vmm_log)}});
+    snapshots_.Remove(restore_key);
+    KillVm(sb);
+    config.hostname.clear();
+    config.incoming_socket.clear();
+    launched = hypervisor_->Launch(config);
+    if (!launched.ok()) return launched.status();
+    pid = *launched;
+    s = Update(name, "booting kernel", [&](vmm::Sandbox& sb) {
+      sb.set_vmm_pid(pid);
+      sb.set_started_from("boot");
+    });
+    if (!s.ok()) return s;
   }
   return WaitForAgent(name, pid, launch);
 }
@@ -286,6 +304,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
   while (steady_clock::now() < deadline) {
     if (cancelled()) return absl::CancelledError("boot cancelled");
     if (!ProcessAlive(pid)) {
+      // QEMU refusing a snapshot's state exits before the guest ran: the
+      // caller boots instead.
+      if (restored) return absl::AbortedError(FailureReason(name, "the restore failed"));
       return absl::UnavailableError(FailureReason(name, "the hypervisor exited during boot"));
     }
     auto channel = link->Channel(seconds(10));

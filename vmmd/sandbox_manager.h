@@ -350,6 +350,7 @@ class SandboxManager {
   SnapshotStore snapshots_;
   std::mutex snapshot_mu_;
   bool snapshot_building_ = false;
+  std::set<std::string> snapshot_tried_;
   // The jail ids the snapshot's VM uses while one is made (under mu_).
   uint32_t snapshot_jail_uid_ = 0;
 

@@ -18,6 +18,7 @@
 #include "common/subprocess.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
 #include "vmmd/images.h"
+#include "vmmd/migration_stream.h"
 #include "vmmd/qmp.h"
 #include "vmmd/sandbox_manager.h"
 
@@ -108,7 +109,21 @@ absl::Status SandboxManager::ClaimGuest(const std::string& name,
   if (getrandom(random.data(), random.size(), 0) != static_cast<ssize_t>(random.size())) {
     return absl::InternalError(absl::StrCat("getrandom: ", strerror(errno)));
   }
-  claim.set_machine_id(absl::BytesToHexString(random.substr(0, 16)));
+  // The machine id is made at the first boot and kept for the sandbox's
+  // life, as a machine's is.
+  std::string machine_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    machine_id = records_[name].sb.machine_id();
+  }
+  if (machine_id.empty()) {
+    machine_id = absl::BytesToHexString(random.substr(0, 16));
+    if (absl::Status s = Update(name, "", [&](vmm::Sandbox& sb) { sb.set_machine_id(machine_id); });
+        !s.ok()) {
+      return s;
+    }
+  }
+  claim.set_machine_id(machine_id);
   claim.set_seed(random.substr(16));
   claim.set_unix_time_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
@@ -140,12 +155,19 @@ void SandboxManager::MaybeSnapshot(const std::string& name) {
   if (key.empty() || snapshots_.Find(key)) return;
   {
     std::lock_guard<std::mutex> lock(snapshot_mu_);
-    if (snapshot_building_ || stopping_) return;
+    // One attempt per key while vmmd runs: a shape QEMU cannot save is
+    // not booted again and again.
+    if (snapshot_building_ || stopping_ || snapshot_tried_.count(key) != 0) return;
     snapshot_building_ = true;
+    snapshot_tried_.insert(key);
   }
   VmConfig config = ConfigFor(sb);
   auto images = LocateGuestImages(options_.image_dir);
-  if (!images.ok()) return;
+  if (!images.ok()) {
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    snapshot_building_ = false;
+    return;
+  }
   config.kernel = images->kernel;
   config.initrd = images->initrd;
   std::string base_disk = *base;
@@ -228,6 +250,10 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
     }
     std::this_thread::sleep_for(milliseconds(50));
   }
+  // What the guest freed at boot (the initramfs, the kernel's init
+  // memory) reaches the host through free page reporting about 2 s later;
+  // saved before that, it would be restored into every sandbox.
+  for (int i = 0; i < 40 && !stopping_; ++i) std::this_thread::sleep_for(milliseconds(100));
   auto qmp = QmpClient::Connect(config.qmp_socket, seconds(10));
   if (!qmp.ok()) return fail(qmp.status());
   // The guest is idle, so a live migration converges at once; saved
@@ -242,6 +268,21 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
   if (!started.ok()) return fail(started.status());
   auto bytes = ReceiveStream(listen_fd.get(), snapshot->memory, steady_clock::now() + seconds(120));
   if (!bytes.ok()) return fail(bytes.status());
+  // Restoring a zero page costs a page fault: the guest's untouched
+  // memory is left out (migration_stream.h). A stream it cannot read is
+  // kept whole.
+  auto stripped = StripZeroPages(ReadFileToString(snapshot->memory));
+  if (stripped.ok()) {
+    if (absl::Status s = ReplaceFile(snapshot->memory, stripped->data, 0600); !s.ok()) {
+      return fail(s);
+    }
+    AIRLOCK_LOG_INFO("snapshot memory", {{"pages", std::to_string(stripped->pages)},
+                                         {"zero_pages_left_out",
+                                          std::to_string(stripped->zero_pages_dropped)}});
+  } else {
+    AIRLOCK_LOG_WARN("snapshot kept with its zero pages",
+                     {{"reason", std::string(stripped.status().message())}});
+  }
   std::string status;
   for (int i = 0; i < 200 && status != "completed"; ++i) {
     auto info = qmp->Execute("query-migrate");

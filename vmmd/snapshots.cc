@@ -57,8 +57,10 @@ bool Snapshottable(const VmConfig& config) {
 std::string FileIdentity(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return "";
-  return absl::StrCat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":", st.st_ctim.tv_sec, ".",
-                      st.st_ctim.tv_nsec);
+  // Not the change time: a use of the file (its owner or mode set for a
+  // jail, a link count) changes that, not its content.
+  return absl::StrCat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".",
+                      st.st_mtim.tv_nsec);
 }
 
 std::string SnapshotKey(const SnapshotInputs& in) {
@@ -139,6 +141,10 @@ absl::Status SnapshotStore::Commit(const std::string& key, size_t keep) {
 
 void SnapshotStore::Abandon(const std::string& key) {
   RemoveTree(absl::StrCat(dir_, "/", key, kPartial));
+}
+
+void SnapshotStore::Remove(const std::string& key) {
+  if (!key.empty()) RemoveTree(absl::StrCat(dir_, "/", key));
 }
 
 void SnapshotStore::RemovePartials() {

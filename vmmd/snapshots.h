@@ -53,8 +53,8 @@ bool Snapshottable(const VmConfig& config);
 // directory) and `socket_dir`.
 VmConfig SnapshotVm(const VmConfig& config, const std::string& dir, const std::string& socket_dir);
 
-// FileIdentity is `path`'s device, inode, size and change time ("" when it
-// cannot be read): a file replaced or rewritten gets another.
+// FileIdentity is `path`'s device, inode, size and modification time (""
+// when it cannot be read): a file replaced or rewritten gets another.
 std::string FileIdentity(const std::string& path);
 
 // SnapshotKey is a SHA-256 (hex) of the inputs, with each file's identity.
@@ -88,6 +88,9 @@ class SnapshotStore {
 
   // Abandon removes KEY.partial/.
   void Abandon(const std::string& key);
+
+  // Remove removes the finished snapshot of `key` (QEMU would not load it).
+  void Remove(const std::string& key);
 
   // RemovePartials removes every *.partial/ (vmmd starting: no snapshot is
   // being made).

@@ -35,6 +35,10 @@ TEST(SnapshotKeyTest, EveryInputAndEachFileChangesTheKey) {
   unlink((dir.path() + "/initrd").c_str());
   Write(dir.path() + "/initrd", "xy");
   EXPECT_NE(SnapshotKey(in), before);
+  // A change of owner or mode is no change of content.
+  before = SnapshotKey(in);
+  ASSERT_EQ(chmod((dir.path() + "/base").c_str(), 0640), 0);
+  EXPECT_EQ(SnapshotKey(in), before);
 }
 
 TEST(SnapshottableTest, SharesAndDockerCannotBeSaved) {

@@ -1,0 +1,157 @@
+// Snapshot restore end to end: the real CLI and daemons, real QEMU guests.
+// The first sandbox of an image boots and vmmd saves a fresh guest of it;
+// the next ones restore that guest and must each be their own.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <dirent.h>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "common/fd_io.h"
+#include "common/subprocess.h"
+#include "common/testing/harness.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace airlock {
+namespace {
+
+class SnapshotE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = {{"AIRLOCK_RUNTIME_DIR", dir_.path() + "/run"},
+            {"AIRLOCK_STATE_DIR", dir_.path() + "/state"},
+            {"AIRLOCK_LIBEXEC_DIR", ""}};
+    for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
+  }
+  void TearDown() override {
+    Airlock({"rm", "-f", "--all"});
+    Airlock({"daemon", "stop"});
+    EXPECT_TRUE(testing::ProcessesNamed(dir_.path()).empty())
+        << "processes of this test left running";
+    for (pid_t p : testing::ProcessesNamed(dir_.path())) kill(p, SIGKILL);
+  }
+
+  CommandResult Airlock(const std::vector<std::string>& args) {
+    return testing::RunAirlock(env_, args);
+  }
+
+  nlohmann::json Sandbox(const std::string& name) {
+    auto r = Airlock({"ls", "--json"});
+    for (const auto& sb : nlohmann::json::parse(r.out)) {
+      if (sb["name"] == name) return sb;
+    }
+    return nullptr;
+  }
+
+  std::string Exec(const std::string& name, const std::string& script) {
+    auto r = Airlock({"exec", "-u", "root", name, "--", "sh", "-c", script});
+    EXPECT_EQ(r.exit_code, 0) << script << ": " << r.err;
+    return r.out;
+  }
+
+  // Snapshots lists the finished snapshots' directories.
+  std::vector<std::string> Snapshots() {
+    std::vector<std::string> out;
+    std::string dir = dir_.path() + "/state/snapshots";
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return out;
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() == 64) out.push_back(dir + "/" + n);
+    }
+    closedir(d);
+    return out;
+  }
+
+  bool WaitForSnapshot() {
+    for (int i = 0; i < 600 && Snapshots().empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return !Snapshots().empty();
+  }
+
+  testing::ShortTempDir dir_;
+  std::map<std::string, std::string> env_;
+};
+
+TEST_F(SnapshotE2ETest, RestoredSandboxesAreEachTheirOwn) {
+  // A name no guest would hold unless the snapshot carried it.
+  const std::string first = "origin-7q3zx";
+  auto run = Airlock({"run", "--name", first, "-m", "1g", "shell", "--", "true"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(Sandbox(first)["started_from"], "boot");
+  ASSERT_TRUE(WaitForSnapshot()) << "vmmd made no snapshot after the first boot";
+  std::string snapshot = Snapshots().front();
+  // The snapshot is of a guest that was never a sandbox.
+  std::string memory = ReadFileToString(snapshot + "/memory");
+  EXPECT_GT(memory.size(), 1u << 20);
+  EXPECT_EQ(memory.find(first), std::string::npos) << "the snapshot holds the first sandbox's name";
+  // Its VM and jail are gone.
+  EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/state/snapshots").empty());
+
+  for (const char* name : {"twin-a", "twin-b"}) {
+    auto r = Airlock({"run", "--name", name, "-m", "1g", "shell", "--", "true"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(Sandbox(name)["started_from"], "restore") << name;
+    EXPECT_EQ(Sandbox(name)["state"], "running");
+  }
+  // Identity: hostname, machine id, entropy, clock.
+  EXPECT_EQ(Exec("twin-a", "hostname"), "twin-a\n");
+  EXPECT_EQ(Exec("twin-b", "uname -n"), "twin-b\n");
+  std::string id_a = Exec("twin-a", "cat /etc/machine-id");
+  std::string id_b = Exec("twin-b", "cat /etc/machine-id");
+  EXPECT_EQ(id_a.size(), 33u) << id_a;
+  EXPECT_NE(id_a, id_b);
+  std::string random = "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'";
+  std::string rand_a = Exec("twin-a", random);
+  std::string rand_b = Exec("twin-b", random);
+  EXPECT_EQ(rand_a.size(), 64u);
+  EXPECT_NE(rand_a, rand_b) << "two restored guests drew the same random bytes";
+  long guest_now = std::atol(Exec("twin-a", "date +%s").c_str());
+  EXPECT_LT(std::labs(guest_now - static_cast<long>(time(nullptr))), 5)
+      << "the restored guest's clock was not set from the host";
+  // Disks: each its own.
+  Exec("twin-a", "echo mine > /root/only-a && sync");
+  EXPECT_EQ(Airlock({"exec", "twin-b", "--", "test", "-e", "/root/only-a"}).exit_code, 1);
+  // A restart boots the sandbox's own disk, with what it wrote.
+  ASSERT_EQ(Airlock({"stop", "twin-a"}).exit_code, 0);
+  ASSERT_EQ(Airlock({"start", "twin-a"}).exit_code, 0);
+  EXPECT_EQ(Sandbox("twin-a")["started_from"], "boot");
+  EXPECT_EQ(Exec("twin-a", "cat /root/only-a"), "mine\n");
+  EXPECT_EQ(Exec("twin-a", "cat /etc/machine-id"), id_a) << "the machine id is the sandbox's";
+  EXPECT_EQ(Exec("twin-a", "hostname"), "twin-a\n");
+
+  // Another shape, or a shared path, boots.
+  auto other = Airlock({"run", "--name", "bigger", "-m", "1200m", "shell", "--", "true"});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_EQ(Sandbox("bigger")["started_from"], "boot");
+  std::string work = dir_.path() + "/work";
+  mkdir(work.c_str(), 0755);
+  auto shared = Airlock({"run", "--name", "shared", "-m", "1g", "shell", work, "--", "true"});
+  ASSERT_EQ(shared.exit_code, 0) << shared.err;
+  EXPECT_EQ(Sandbox("shared")["started_from"], "boot");
+}
+
+TEST_F(SnapshotE2ETest, ASnapshotQemuCannotLoadIsDroppedAndTheSandboxBoots) {
+  ASSERT_EQ(Airlock({"run", "--name", "first", "-m", "1g", "shell", "--", "true"}).exit_code, 0);
+  ASSERT_TRUE(WaitForSnapshot());
+  std::string snapshot = Snapshots().front();
+  // Cut the migration stream in half: QEMU stops loading it and exits.
+  struct stat st {};
+  ASSERT_EQ(stat((snapshot + "/memory").c_str(), &st), 0);
+  ASSERT_EQ(truncate((snapshot + "/memory").c_str(), st.st_size / 2), 0);
+  auto r = Airlock({"run", "--name", "second", "-m", "1g", "shell", "--", "hostname"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "second\n");
+  EXPECT_EQ(Sandbox("second")["started_from"], "boot");
+  struct stat gone {};
+  EXPECT_NE(stat(snapshot.c_str(), &gone), 0) << "the broken snapshot is still there";
+}
+
+}  // namespace
+}  // namespace airlock
