@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -314,6 +315,22 @@ class ChaosE2ETest : public ::testing::Test {
       std::string prog = p.Program(), owner;
       if (prog == "qemu-system-x86_64") {
         owner = QemuSandbox(p);
+        if (owner == "_snapshot") {
+          // The VM vmmd saves a snapshot from: one at a time, a child of a
+          // live vmmd (it dies with it).
+          pid_t vmmd = testing::DaemonPid(run_, "vmmd");
+          bool child = false;
+          for (pid_t at = p.ppid; at > 1 && !child;) {
+            child = at == vmmd;
+            auto parent = std::find_if(procs.begin(), procs.end(),
+                                       [&](const testing::ProcessInfo& q) { return q.pid == at; });
+            at = parent == procs.end() ? 0 : parent->ppid;
+          }
+          EXPECT_TRUE(vmmd != 0 && child)
+              << where << ": a snapshot's VM runs without its vmmd: pid " << p.pid;
+          EXPECT_LE(++qemus[owner], 1) << where << ": more than one snapshot VM";
+          continue;
+        }
         if (owner.empty()) {
           ADD_FAILURE() << where << ": a QEMU of no sandbox (a KVM probe) runs: pid " << p.pid
                         << " " << p.CommandLine();
@@ -460,6 +477,16 @@ class ChaosE2ETest : public ::testing::Test {
         if (probe) std::this_thread::sleep_for(milliseconds(20));
       }
       EXPECT_FALSE(probe) << where << ": the KVM probe outlived vmmd";
+      // So does the VM of a snapshot being made.
+      bool snapshot_vm = true;
+      for (int i = 0; i < 150 && snapshot_vm; ++i) {
+        snapshot_vm = false;
+        for (const auto& p : testing::ProcessesOf(state_ + "/snapshots/")) {
+          snapshot_vm = snapshot_vm || p.Program() == "qemu-system-x86_64";
+        }
+        if (snapshot_vm) std::this_thread::sleep_for(milliseconds(20));
+      }
+      EXPECT_FALSE(snapshot_vm) << where << ": a snapshot's VM outlived vmmd";
     }
     RestartDaemons(where);
     EXPECT_TRUE(Settle()) << where << ": sandboxes still changing 240 s after the restart";

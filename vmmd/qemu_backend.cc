@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/klog.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -155,7 +156,9 @@ absl::StatusOr<JailSpec> QemuJail(const VmConfig& c) {
   return spec;
 }
  
-uint64_t HostTscKhz() {
+namespace {
+
+uint64_t ReadHostTscKhz() {
   uint64_t khz = 0;
   if (absl::SimpleAtoi(absl::StripAsciiWhitespace(
                            ReadFileToString("/sys/devices/system/cpu/cpu0/tsc_freq_khz")),
@@ -180,6 +183,16 @@ uint64_t HostTscKhz() {
     if (colon != std::string::npos) return MhzAfter(cpuinfo.substr(colon + 1), " ");
   }
   return 0;
+}
+
+}  // namespace
+
+uint64_t HostTscKhz() {
+  // Read once: the fallback (/proc/cpuinfo) follows frequency scaling, and
+  // a command line that changes from boot to boot would never match a
+  // snapshot's.
+  static const uint64_t khz = ReadHostTscKhz();
+  return khz;
 }
 
 std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
@@ -317,7 +330,20 @@ std::string QemuBackend::Describe(const VmConfig& config) const {
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == "-name") args[i + 1] = "NAME";
   }
-  return absl::StrCat(build, "\n", absl::StrJoin(args, " "));
+  std::string host;
+  if (c.accelerator == "kvm") {
+    // `-cpu host` hands the guest this host's CPU: another host (or a
+    // kernel exposing other features) must not restore it.
+    struct utsname u {};
+    uname(&u);
+    std::string cpuinfo = ReadFileToString("/proc/cpuinfo");
+    size_t flags = cpuinfo.find("\nflags");
+    host = absl::StrCat(u.release, "\n",
+                        flags == std::string::npos
+                            ? ""
+                            : cpuinfo.substr(flags + 1, cpuinfo.find('\n', flags + 1) - flags - 1));
+  }
+  return absl::StrCat(build, "\n", absl::StrJoin(args, " "), "\n", host);
 }
 
 std::pair<std::string, std::string> QemuBackend::ProbeAccelerator(const std::string& kernel,

@@ -243,11 +243,15 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     if (!restored) return WaitForAgent(name, pid, launch);
     s = WaitForAgent(name, pid, launch, /*restored=*/true);
     if (s.code() != absl::StatusCode::kAborted) return s;
-    // The snapshot is unusable (QEMU would not load it): it goes, and the
-    // sandbox boots its disk, which no guest has run on yet.
-    AIRLOCK_LOG_WARN("QEMU did not load the snapshot; removing it and booting",
-                     {{"sandbox", name}, {"vmm_log", ReadFileToString(config.vmm_log)}});
-    snapshots_.Remove(restore_key);
+    // QEMU exited before the agent answered: the sandbox boots its disk
+    // (as after any crash). Only a snapshot QEMU says it could not load
+    // goes; one whose VM died otherwise (killed, out of memory) stays.
+    std::string vmm_log = ReadFileToString(config.vmm_log);
+    bool unloadable = vmm_log.find("load of migration failed") != std::string::npos;
+    AIRLOCK_LOG_WARN("the restored VM exited before its agent answered; booting",
+                     {{"sandbox", name}, {"snapshot_removed", unloadable ? "yes" : "no"},
+                      {"vmm_log", vmm_log}});
+    if (unloadable) snapshots_.Remove(restore_key);
     KillVm(sb);
     config.hostname.clear();
     config.incoming_socket.clear();
@@ -278,7 +282,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
   };
   // The agent announces on the console that its port is open; connecting
   // earlier would queue bytes for a guest that is not listening yet.
-  bool ready = restored;
+  // A restored guest's agent came up in the snapshot's VM: its console
+  // never shows the marker (reattaching after a vmmd restart included).
+  bool ready = restored || sb.started_from() == "restore";
   while (!ready) {
     if (cancelled()) return absl::CancelledError("boot cancelled");
     if (!ProcessAlive(pid)) {

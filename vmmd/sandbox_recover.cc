@@ -63,6 +63,9 @@ absl::Status SandboxManager::Recover() {
         if (pid > 0) {
           reattach.emplace_back(name, pid);
         } else {
+          // No VM, but what its boot started before the VM may be there
+          // (virtiofsd of its shares, when vmmd died just before launch).
+          KillVm(sb);
           std::string console = ReadFileToString(ConfigFor(sb).console_log);
           bool powered_off = console.find("reboot: Power down") != std::string::npos;
           UpdateOrWarn(name, "", [&](vmm::Sandbox& s) {
@@ -75,7 +78,7 @@ absl::Status SandboxManager::Recover() {
         }
         break;
       case vmm::CREATING:
-        if (pid > 0) KillVm(sb);
+        KillVm(sb);
         unlink((SandboxDir(name) + "/disk.qcow2.tmp").c_str());
         UpdateOrWarn(name, "", [](vmm::Sandbox& s) {
           s.set_state(vmm::FAILED);
@@ -84,7 +87,8 @@ absl::Status SandboxManager::Recover() {
         });
         break;
       default:
-        if (pid > 0) KillVm(sb);
+        // With the VM, any virtiofsd a boot cut short left behind.
+        KillVm(sb);
         if (sb.state() == vmm::STOPPED) AnswerStoppedClone(sb);
         if (sb.state() == vmm::STOPPING) {
           UpdateOrWarn(name, "", [](vmm::Sandbox& s) {

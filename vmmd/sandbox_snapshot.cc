@@ -3,7 +3,10 @@
 // memory at boot, and making a snapshot of an image after its first boot.
 
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,9 +70,14 @@ void SandboxManager::GiveSnapshotDisk(const std::string& name, const std::string
   std::string dir = SandboxDir(name);
   std::string tmp = dir + "/disk.qcow2.tmp";
   CommandResult r = RunCommand({"cp", "--reflink=auto", "--", snapshot->disk, tmp}, {}, "", 60);
+  bool synced = false;
+  if (r.exit_code == 0) {
+    UniqueFd copy(open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
+    synced = copy.get() >= 0 && fsync(copy.get()) == 0;
+  }
   // The copy replaces the plain overlay only when complete, and is marked
   // after: a crash leaves the overlay, or an unmarked copy (which boots).
-  if (r.exit_code != 0 || rename(tmp.c_str(), (dir + "/disk.qcow2").c_str()) != 0) {
+  if (!synced || rename(tmp.c_str(), (dir + "/disk.qcow2").c_str()) != 0) {
     unlink(tmp.c_str());
     AIRLOCK_LOG_WARN("cannot copy the snapshot's disk; the sandbox boots",
                      {{"sandbox", name}, {"error", r.err}});
@@ -82,12 +90,16 @@ void SandboxManager::GiveSnapshotDisk(const std::string& name, const std::string
 }
 
 std::string SandboxManager::TakeRestoreMarker(const vmm::Sandbox& sb) {
-  std::string path = SandboxDir(sb.spec().name()) + kRestoreMarker;
+  std::string dir = SandboxDir(sb.spec().name());
+  std::string path = dir + kRestoreMarker;
   std::string key = ReadFileToString(path);
-  // Taken before the VM starts: from then on the disk is the sandbox's,
-  // and only a boot may use it.
-  unlink(path.c_str());
   if (key.empty()) return "";
+  // Taken, durably, before the VM starts: from then on the disk is the
+  // sandbox's, and only a boot may use it (a marker back after a power
+  // loss would restore old memory over a disk the guest wrote).
+  if (unlink(path.c_str()) != 0) return "";
+  UniqueFd dfd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd.get() < 0 || fsync(dfd.get()) != 0) return "";
   auto base = BootDiskFor(sb.spec().name(), sb.image());
   if (!base.ok() || SnapshotKeyFor(sb, *base, sb.accelerator()) != key || !snapshots_.Find(key)) {
     return "";
@@ -266,12 +278,23 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
   UniqueFd listen_fd(*listener);
   auto started = qmp->Execute("migrate", {{"uri", "unix:" + save_socket}});
   if (!started.ok()) return fail(started.status());
-  auto bytes = ReceiveStream(listen_fd.get(), snapshot->memory, steady_clock::now() + seconds(120));
+  auto bytes = ReceiveStream(listen_fd.get(), snapshot->memory, steady_clock::now() + seconds(120),
+                             [this] { return stopping_.load(); });
   if (!bytes.ok()) return fail(bytes.status());
   // Restoring a zero page costs a page fault: the guest's untouched
   // memory is left out (migration_stream.h). A stream it cannot read is
   // kept whole.
-  auto stripped = StripZeroPages(ReadFileToString(snapshot->memory));
+  absl::StatusOr<StrippedStream> stripped = absl::InternalError("cannot map the saved stream");
+  {
+    UniqueFd fd(open(snapshot->memory.c_str(), O_RDONLY | O_CLOEXEC));
+    void* map = fd.get() >= 0 && *bytes > 0
+                    ? mmap(nullptr, *bytes, PROT_READ, MAP_PRIVATE, fd.get(), 0)
+                    : MAP_FAILED;
+    if (map != MAP_FAILED) {
+      stripped = StripZeroPages(absl::string_view(static_cast<const char*>(map), *bytes));
+      munmap(map, *bytes);
+    }
+  }
   if (stripped.ok()) {
     if (absl::Status s = ReplaceFile(snapshot->memory, stripped->data, 0600); !s.ok()) {
       return fail(s);
@@ -284,7 +307,7 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
                      {{"reason", std::string(stripped.status().message())}});
   }
   std::string status;
-  for (int i = 0; i < 200 && status != "completed"; ++i) {
+  for (int i = 0; i < 200 && status != "completed" && !stopping_; ++i) {
     auto info = qmp->Execute("query-migrate");
     if (!info.ok()) return fail(info.status());
     status = info->value("status", "");
@@ -295,11 +318,20 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
     if (status != "completed") std::this_thread::sleep_for(milliseconds(50));
   }
   if (status != "completed") return fail(absl::DeadlineExceededError("the migration did not finish"));
+  // The VM's jail ids go back to the pool and may become a sandbox's: the
+  // snapshot's files are vmmd's alone before they do.
+  for (const std::string& f : {snapshot->disk, snapshot->memory}) {
+    if ((geteuid() == 0 && chown(f.c_str(), 0, 0) != 0) || chmod(f.c_str(), 0600) != 0) {
+      return fail(absl::InternalError(
+          absl::StrCat("cannot make ", f, " vmmd's alone: ", strerror(errno))));
+    }
+  }
   // The source is paused with its disk flushed; its process goes, and the
   // disk is the snapshot's as it stands.
   cleanup();
   pid = 0;
   unlink(config.console_log.c_str());
+  unlink(config.vmm_log.c_str());
   if (absl::Status s = snapshots_.Commit(key, kSnapshotsKept); !s.ok()) {
     snapshots_.Abandon(key);
     return s;

@@ -6,6 +6,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -194,9 +195,11 @@ absl::StatusOr<int> ListenUnix(const std::string& path, uint32_t uid) {
 }
 
 absl::StatusOr<uint64_t> ReceiveStream(int listen_fd, const std::string& path,
-                                       steady_clock::time_point deadline) {
+                                       steady_clock::time_point deadline,
+                                       const std::function<bool()>& stop) {
   int conn = -1;
   while (conn < 0) {
+    if (stop()) return absl::CancelledError("stopped while saving the VM");
     pollfd p{listen_fd, POLLIN, 0};
     int left = MillisLeft(deadline);
     if (left == 0) return absl::DeadlineExceededError("QEMU did not connect to save the VM");
@@ -210,6 +213,7 @@ absl::StatusOr<uint64_t> ReceiveStream(int listen_fd, const std::string& path,
   uint64_t total = 0;
   std::string buf(1 << 20, '\0');
   while (true) {
+    if (stop()) return absl::CancelledError("stopped while saving the VM");
     pollfd p{in.get(), POLLIN, 0};
     int left = MillisLeft(deadline);
     if (left == 0) return absl::DeadlineExceededError("saving the VM's memory took too long");
@@ -256,10 +260,19 @@ absl::Status SendStream(const std::string& socket_path, const std::string& path,
     std::this_thread::sleep_for(milliseconds(5));
   }
   UniqueFd fd(connected);
+  // A QEMU that stops reading fails the send at the deadline, not never.
+  auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - steady_clock::now());
+  if (left.count() < 1000) left = std::chrono::microseconds(1000);
+  timeval tv{static_cast<time_t>(left.count() / 1000000),
+             static_cast<suseconds_t>(left.count() % 1000000)};
+  setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   off_t offset = 0;
   while (offset < st.st_size) {
     ssize_t n = sendfile(fd.get(), file.get(), &offset, static_cast<size_t>(st.st_size - offset));
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return absl::DeadlineExceededError("QEMU did not take the snapshot in time");
+    }
     if (n <= 0) {
       return absl::UnavailableError(
           absl::StrCat("QEMU stopped reading the snapshot: ", n < 0 ? strerror(errno) : "closed"));

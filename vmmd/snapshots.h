@@ -16,6 +16,7 @@
 #define AIRLOCK_VMMD_SNAPSHOTS_H_
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -106,11 +107,14 @@ class SnapshotStore {
 // ReceiveStream accepts one connection on the listening socket `listen_fd`
 // and writes all it sends to `path` (synced), until the peer closes or
 // `deadline`. Returns the bytes written.
+// `stop` says to give up (CANCELLED).
 absl::StatusOr<uint64_t> ReceiveStream(int listen_fd, const std::string& path,
-                                       std::chrono::steady_clock::time_point deadline);
+                                       std::chrono::steady_clock::time_point deadline,
+                                       const std::function<bool()>& stop = [] { return false; });
 
 // SendStream connects to the Unix socket `socket` (retrying until it
-// exists, as QEMU starts), sends all of `path` and closes.
+// exists, as QEMU starts), sends all of `path` and closes; a reader that
+// stops reading fails it at `deadline`.
 absl::Status SendStream(const std::string& socket, const std::string& path,
                         std::chrono::steady_clock::time_point deadline);
 
