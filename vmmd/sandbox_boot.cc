@@ -215,19 +215,24 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     auto launched = hypervisor_->Launch(config);
     if (!launched.ok()) return launched.status();
     pid = *launched;
+    // A restore that did not take: the VM goes and the sandbox boots its
+    // disk (no guest has run on it, or one crashed: either boots).
+    auto boot_instead = [&]() -> absl::Status {
+      KillVm(sb);
+      config.hostname.clear();
+      config.incoming_socket.clear();
+      auto relaunched = hypervisor_->Launch(config);
+      if (!relaunched.ok()) return relaunched.status();
+      pid = *relaunched;
+      return absl::OkStatus();
+    };
     if (!restore_key.empty()) {
       SetProgress(name, "restoring snapshot");
       if (absl::Status rs = SendSnapshot(restore_key, config); !rs.ok()) {
-        // The disk is still as the snapshot's VM left it: it boots.
         AIRLOCK_LOG_WARN("cannot restore the snapshot; booting instead",
                          {{"sandbox", name}, {"error", std::string(rs.message())}});
-        KillVm(sb);
         restore_key.clear();
-        config.hostname.clear();
-        config.incoming_socket.clear();
-        launched = hypervisor_->Launch(config);
-        if (!launched.ok()) return launched.status();
-        pid = *launched;
+        if (absl::Status bs = boot_instead(); !bs.ok()) return bs;
       }
     }
     bool restored = !restore_key.empty();
@@ -252,12 +257,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
                      {{"sandbox", name}, {"snapshot_removed", unloadable ? "yes" : "no"},
                       {"vmm_log", vmm_log}});
     if (unloadable) snapshots_.Remove(restore_key);
-    KillVm(sb);
-    config.hostname.clear();
-    config.incoming_socket.clear();
-    launched = hypervisor_->Launch(config);
-    if (!launched.ok()) return launched.status();
-    pid = *launched;
+    if (absl::Status bs = boot_instead(); !bs.ok()) return bs;
     s = Update(name, "booting kernel", [&](vmm::Sandbox& sb) {
       sb.set_vmm_pid(pid);
       sb.set_started_from("boot");
@@ -461,18 +461,22 @@ void SandboxManager::KillVm(const vmm::Sandbox& sb) {
   }
 }
 
+std::vector<uint32_t> SandboxManager::JailUidsInUseLocked(const std::string& except) const {
+  std::vector<uint32_t> used;
+  for (const auto& [other, r] : records_) {
+    if (other != except && r.sb.jail_uid() != 0) used.push_back(r.sb.jail_uid());
+  }
+  if (snapshot_jail_uid_ != 0) used.push_back(snapshot_jail_uid_);
+  return used;
+}
+
 absl::Status SandboxManager::AssignJail(const std::string& name, vmm::Sandbox& sb) {
   if (!jails_.enabled()) return absl::OkStatus();
   uint32_t base = 0;
   {
     // Picked and taken under one lock: two boots never get one block.
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<uint32_t> used;
-    for (const auto& [other, r] : records_) {
-      if (other != name && r.sb.jail_uid() != 0) used.push_back(r.sb.jail_uid());
-    }
-    if (snapshot_jail_uid_ != 0) used.push_back(snapshot_jail_uid_);
-    auto assigned = jails_.Assign(records_[name].sb.jail_uid(), used);
+    auto assigned = jails_.Assign(records_[name].sb.jail_uid(), JailUidsInUseLocked(name));
     if (!assigned.ok()) return assigned.status();
     base = *assigned;
     records_[name].sb.set_jail_uid(base);

@@ -321,6 +321,9 @@ class SandboxManager {
 
   // WithHostMemory fills `sb`'s host memory figures from its cgroup.
   void WithHostMemory(airlock::vmm::v1::Sandbox& sb) const;
+  // JailUidsInUseLocked lists the jail id blocks taken (every sandbox's but
+  // `except`'s, and a snapshot VM's being made); mu_ held.
+  std::vector<uint32_t> JailUidsInUseLocked(const std::string& except) const;
   // AssignJail gives `name` its jail id block (kept until rm) and records it.
   absl::Status AssignJail(const std::string& name, airlock::vmm::v1::Sandbox& sb);
 

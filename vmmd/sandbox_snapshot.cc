@@ -236,11 +236,7 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
   if (absl::Status s = MakeDirs(config.socket_dir, 0700); !s.ok()) return fail(s);
   if (jails_.enabled()) {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<uint32_t> used;
-    for (const auto& [other, r] : records_) {
-      if (r.sb.jail_uid() != 0) used.push_back(r.sb.jail_uid());
-    }
-    auto uid = jails_.Assign(0, used);
+    auto uid = jails_.Assign(0, JailUidsInUseLocked(""));
     if (!uid.ok()) return fail(uid.status());
     config.jail_uid = snapshot_jail_uid_ = *uid;
   }
