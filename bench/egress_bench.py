@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
 """Egress benchmarks: prints figures, asserts nothing.
 
-Three ways to the same loopback upstream (tests/fixtures/upstream.py), side
-by side: direct, through proxyd, and through squid (squid-openssl, an
-instance of its own with a generated config; the column is skipped when
-squid cannot start), and one proxyd-only case.
+Three ways to the same loopback upstream, side by side: direct, through
+proxyd, and through squid (squid-openssl, an instance of its own with a
+generated config; the column is skipped when squid cannot start), and one
+proxyd-only case.
 
-  1 plain HTTP   GET of a small body, --concurrency clients for --duration
-                 seconds, a new connection per request (proxyd serves one
-                 request per connection): requests/s, latency p50/p99 and
-                 what the proxy adds to them.
+  1 plain HTTP   GET of a small body from nginx, driven by wrk (--concurrency
+                 connections, --duration seconds, --repeat runs per column,
+                 each figure min/median/max), twice: a new connection per
+                 request, and kept-alive connections (proxyd serves one
+                 request per connection, so there wrk reconnects):
+                 requests/s, latency p50/p99, what the proxy adds to them,
+                 and the proxy's CPU per request.
   2 HTTPS        the same through TLS interception: proxyd (a --method GET
                  --path /** rule on the host) and squid ssl-bump; the client
                  trusts the proxy's CA. Direct is plain TLS to the upstream.
-  3 tunnel       a download of --mib MiB over TLS through a CONNECT tunnel
-                 (proxyd: the host allowed outright; squid: a port without
-                 bump) against direct: MiB/s, median of --repeat.
+  3 tunnel       a download of --mib MiB over TLS from nginx through a
+                 CONNECT tunnel, by curl (proxyd: the host allowed outright;
+                 squid: a port without bump) against direct: MiB/s,
+                 min/median/max of --repeat.
   4 credential   what proxyd's credential injection adds per request, in one
     injection    run: a custom secret for the sandbox on cred.example.test,
                  none on nocred.example.test, both names on the same
@@ -32,14 +36,20 @@ default all); squid is started only for the first three.
 proxyd is driven through bench/egress_harness, the guest agent's real egress
 endpoint run on the host and attached to proxyd as a sandbox: the figures
 include proxyd and the egress protocol but not the VM's virtio-serial
-transport. The load generator is Python (threads, raw sockets, ssl), so its
-own overhead is in all three columns alike; so is the upstream's (Python).
+transport. Cases 1 and 3 use wrk, curl and nginx (tools/install_deps.sh
+--bench installs them), so neither the load generator nor the upstream is
+the ceiling (the direct column shows how far above the proxies they are).
+Cases 2 and 4 still use a Python client and upstream
+(tests/fixtures/upstream.py): wrk cannot speak TLS through a CONNECT, and
+case 4 checks what the upstream received; their overhead is in every
+column alike.
 
 Runs its own daemons with their own runtime and state dirs, so it never
 touches your sandboxes or a system squid.
 usage: bench/egress_bench.py [--concurrency N] [--duration S] [--mib N]
                              [--repeat N] [--cases LIST] [--airlock PATH]
-                             [--harness PATH] [--squid PATH] [--keep]
+                             [--harness PATH] [--squid PATH] [--wrk PATH]
+                             [--nginx PATH] [--curl PATH] [--keep]
 """
 import argparse
 import json
@@ -71,6 +81,9 @@ default_cli = os.path.join(root, "bazel-bin", "cli", "airlock")
 ap.add_argument("--airlock", default=default_cli if os.path.exists(default_cli) else "airlock")
 ap.add_argument("--harness", default=os.path.join(root, "bazel-bin", "bench", "egress_harness"))
 ap.add_argument("--squid", default="/usr/sbin/squid")
+ap.add_argument("--wrk", default="/usr/bin/wrk")
+ap.add_argument("--nginx", default="/usr/sbin/nginx")
+ap.add_argument("--curl", default="/usr/bin/curl")
 ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs) at the end")
 args = ap.parse_args()
 cases = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -140,6 +153,132 @@ def start_upstream(name, tls):
             pass
         time.sleep(0.1)
     sys.exit(f"upstream {name} did not start: {open(f'{tmp}/{name}.log').read()}")
+
+
+def start_nginx(mib):
+    """nginx on loopback: a plain port and a TLS port (the test
+    certificate), /small a short body, /big.bin `mib` MiB. Returns
+    (plain port, tls port)."""
+    if not os.path.exists(args.nginx):
+        sys.exit(f"{args.nginx} missing (tools/install_deps.sh --bench)")
+    d = tmp + "/nginx"
+    os.makedirs(d + "/www")
+    with open(d + "/www/big.bin", "wb") as f:
+        chunk = os.urandom(1 << 20)
+        for _ in range(mib):
+            f.write(chunk)
+    plain, tls = free_port(), free_port()
+    conf = f"""# generated by bench/egress_bench.py
+daemon off;
+master_process on;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  keepalive_requests 1000000;
+  sendfile on;
+  server {{
+    listen 127.0.0.1:{plain};
+    listen 127.0.0.1:{tls} ssl;
+    ssl_certificate {tmp}/up.pem;
+    ssl_certificate_key {tmp}/up.key;
+    root {d}/www;
+    location = /small {{ default_type text/plain; return 200 "upstream saw GET /small\n"; }}
+  }}
+}}
+"""
+    with open(d + "/nginx.conf", "w") as f:
+        f.write(conf)
+    p = subprocess.Popen([args.nginx, "-p", d, "-c", d + "/nginx.conf"],
+                         stdout=subprocess.DEVNULL, stderr=open(d + "/out.log", "w"),
+                         start_new_session=True)
+    children.append(("nginx", p))
+    if not (wait_port(plain, p, 20) and wait_port(tls, p, 20)):
+        sys.exit(f"nginx did not start: {open(d + '/out.log').read()}"
+                 f"{open(d + '/error.log').read() if os.path.exists(d + '/error.log') else ''}")
+    return plain, tls
+
+
+def wrk_once(proxy_port, port, close, connections, duration):
+    """One wrk run of GET /small from nginx at `port`: directly, or through
+    the forward proxy at `proxy_port` (absolute-form target). Returns
+    {rps, n, p50, p99 (s), errors}."""
+    host = f"{HOST}:{port}"
+    lines = []
+    if proxy_port is not None:
+        lines.append(f'wrk.path = "http://{host}/small"')
+        lines.append(f'wrk.headers["Host"] = "{host}"')
+    if close:
+        lines.append('wrk.headers["Connection"] = "close"')
+    script = f"{tmp}/wrk-{proxy_port}-{int(close)}.lua"
+    with open(script, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    url = f"http://127.0.0.1:{proxy_port or port}/small"
+    r = subprocess.run([args.wrk, "-t", "2", "-c", str(connections), "-d", f"{duration:g}s",
+                        "--latency", "-s", script, url], capture_output=True, text=True,
+                       timeout=duration + 60)
+    out = r.stdout
+    if r.returncode != 0 or "Requests/sec" not in out:
+        raise RuntimeError(f"wrk failed ({r.returncode}): {r.stderr or out}")
+
+    def seconds(text):
+        for unit, mult in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0), ("m", 60.0)):
+            if text.endswith(unit):
+                return float(text[:-len(unit)]) * mult
+        return float(text)
+
+    res = {"errors": 0}
+    for line in out.splitlines():
+        f = line.split()
+        if line.strip().startswith("50%"):
+            res["p50"] = seconds(f[1])
+        elif line.strip().startswith("99%"):
+            res["p99"] = seconds(f[1])
+        elif "requests in" in line:
+            res["n"] = int(f[0])
+        elif line.startswith("Requests/sec:"):
+            res["rps"] = float(f[1])
+        elif "Non-2xx or 3xx responses" in line:
+            res["errors"] += int(f[-1])
+        elif line.strip().startswith("Socket errors:"):
+            # connect/read/write/timeout; "read" counts servers closing
+            # kept-alive connections, which is how proxyd ends each one
+            parts = dict(x.strip().split(" ") for x in line.split(":", 1)[1].split(","))
+            res["errors"] += int(parts.get("connect", 0)) + int(parts.get("timeout", 0))
+    return res
+
+
+def curl_download(proxy_port, port, mib):
+    """MiB/s of one TLS download of /big.bin from nginx by curl, directly or
+    through a CONNECT tunnel of the proxy at `proxy_port`."""
+    argv = [args.curl, "-sS", "-o", "/dev/null", "-w", "%{size_download} %{time_total}",
+            "--cacert", f"{tmp}/ca.pem", "--resolve", f"{HOST}:{port}:127.0.0.1",
+            f"https://{HOST}:{port}/big.bin"]
+    if proxy_port is not None:
+        argv[1:1] = ["--proxy", f"http://127.0.0.1:{proxy_port}", "--proxytunnel"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"curl failed ({r.returncode}): {r.stderr.strip()}")
+    size, total = r.stdout.split()
+    if int(float(size)) != mib << 20:
+        raise RuntimeError(f"curl got {size} bytes, not {mib << 20}")
+    return mib / float(total)
+
+
+def mmm3(values):
+    """(min, median, max) of `values`, or None."""
+    return (min(values), statistics.median(values), max(values)) if values else None
+
+
+def fmt3(t, spec, scale=1.0):
+    return "-" if t is None else "/".join(format(v * scale, spec) for v in t)
 
 
 def read_line(proc, seconds):
@@ -324,19 +463,6 @@ def load(way, port, tls, concurrency, duration):
     elapsed = max(ends) - start
     return {"rps": len(lat) / elapsed, "n": len(lat), "errors": errors,
             "p50": pct(lat, 50), "p99": pct(lat, 99)}
-
-
-def download(way, port, mib, repeat):
-    sink = bytearray(1 << 20)
-    rates = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        status, got, _ = way.get(port, True, f"/bytes/{mib << 20}", sink)
-        dt = time.perf_counter() - t0
-        if status != 200 or got != mib << 20:
-            raise RuntimeError(f"status {status}, {got} bytes")
-        rates.append(mib / dt)
-    return statistics.median(rates), rates
 
 
 def pct(values, p):
@@ -526,11 +652,14 @@ try:
        f"-subj '/CN={HOST}' 2>/dev/null; printf 'subjectAltName={san}\\n' > ext; "
        "openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out up.pem -days 2 "
        "-extfile ext 2>/dev/null", tmp)
-    http_port = start_upstream("http", False) if "http" in cases else None
+    nginx_plain = nginx_tls = None
+    if cases & {"http", "connect"}:
+        nginx_plain, nginx_tls = start_nginx(args.mib if "connect" in cases else 1)
+    http_port = nginx_plain if "http" in cases else None
     # proxyd intercepts this port
     bump_up = start_upstream("https-intercept", True) if "https" in cases else None
     # and tunnels this one
-    tunnel_up = start_upstream("https-tunnel", True) if "connect" in cases else None
+    tunnel_up = nginx_tls if "connect" in cases else None
     # case 4: intercepted by both names, one with a credential
     inject_up = start_upstream("https-inject", True) if "inject" in cases else None
 
@@ -586,17 +715,20 @@ try:
             print(f"squid: {squid_error}\n(continuing without the squid column)\n")
 
     C, D = args.concurrency, args.duration
-    print(f"egress benchmark: {os.cpu_count()} host CPUs, loopback upstream "
-          f"(tests/fixtures/upstream.py), concurrency {C}, {D:g} s per column")
+    print(f"egress benchmark: {os.cpu_count()} host CPUs, concurrency {C}, {D:g} s per run, "
+          f"{args.repeat} runs per column")
+    if cases & {"http", "connect"}:
+        ver = subprocess.run([args.nginx, "-v"], capture_output=True, text=True).stderr.strip()
+        print(f"cases 1 and 3: {ver} upstream (1 worker), wrk -t 2 (case 1), curl (case 3)")
     print("proxyd column: client -> egress_harness (the guest agent's egress endpoint, on the "
           "host) -> proxyd -> upstream;\n  no VM and no virtio-serial transport in the way")
     if squid_proc:
         ver = subprocess.run([args.squid, "-v"], capture_output=True, text=True).stdout.split("\n")[0]
         print(f"squid column: {ver}, ssl-bump (client-first) for HTTPS, a plain port for "
               "CONNECT, no cache,\n  no upstream connection reuse (like proxyd)")
-    print("Python's own client (and upstream) overhead is in all three columns alike; the "
-          "upstream does its TLS\n  handshakes one at a time (in its accept loop) for every "
-          "column.")
+    print("cases 2 and 4: Python client and upstream (tests/fixtures/upstream.py), whose own "
+          "overhead is in\n  every column alike; the upstream does its TLS handshakes one at a "
+          "time for every column.")
     print("proxy CPU per request: proxyd + egress_harness + secretsd (asked for credentials on "
           "each request) for\n  proxyd, the squid process for squid")
     print("cases: " + ", ".join(c for c in ALL_CASES if c in cases))
@@ -636,13 +768,74 @@ try:
             pass
     busy0, own0, t0 = host_busy_seconds(), own_cpu_seconds(ours), time.monotonic()
 
+    def report_wrk(title, res, cpu):
+        """res: column -> list of wrk_once results, or an error string;
+        cpu: column -> [{process: CPU seconds}] per run."""
+        cols = ["direct", "proxyd", "squid"]
+        print(title)
+        for c in cols:
+            if isinstance(res.get(c), str):
+                print(f"  {c}: not measured: {res[c]}")
+        r = {c: res[c] for c in cols if isinstance(res.get(c), list)}
+        fig = lambda c, k: mmm3([x[k] for x in r[c]]) if c in r else None
+        med = lambda c, k: fig(c, k)[1] if fig(c, k) else None
+        added = lambda c, k: (mmm3([x[k] - med("direct", k) for x in r[c]])
+                              if c in r and "direct" in r else None)
+        per_req = lambda c: (mmm3([sum(cp.values()) / x["n"] for cp, x in zip(cpu[c], r[c])
+                                   if cp and x["n"]]) if c in r and cpu.get(c) else None)
+        med_cpu = lambda c: per_req(c)[1] if per_req(c) else None
+        rows = [
+            ("requests/s", [fig(c, "rps") for c in cols], ".0f", 1,
+             ratio(med("proxyd", "rps"), med("direct", "rps")),
+             ratio(med("proxyd", "rps"), med("squid", "rps"))),
+            ("latency p50 (ms)", [fig(c, "p50") for c in cols], ".2f", 1000,
+             ratio(med("proxyd", "p50"), med("direct", "p50")),
+             ratio(med("proxyd", "p50"), med("squid", "p50"))),
+            ("latency p99 (ms)", [fig(c, "p99") for c in cols], ".2f", 1000,
+             ratio(med("proxyd", "p99"), med("direct", "p99")),
+             ratio(med("proxyd", "p99"), med("squid", "p99"))),
+            ("added p50 vs direct (ms)", [None] + [added(c, "p50") for c in cols[1:]], ".2f",
+             1000, None, None),
+            ("added p99 vs direct (ms)", [None] + [added(c, "p99") for c in cols[1:]], ".2f",
+             1000, None, None),
+            ("proxy CPU per request (ms)", [None] + [per_req(c) for c in cols[1:]], ".3f", 1000,
+             None, ratio(med_cpu("proxyd"), med_cpu("squid"))),
+            ("errors (all runs)", [(sum(x["errors"] for x in r[c]),) * 3 if c in r else None
+                                   for c in cols], "d", 1, None, None),
+        ]
+        print(f"  {'min/median/max':27}" + "".join(f"{c:>22}" for c in cols)
+              + f"{'proxyd/direct':>15}{'proxyd/squid':>14}")
+        for label, values, spec, scale, q1, q2 in rows:
+            print(f"  {label:27}" + "".join(f"{fmt3(v, spec, scale):>22}" for v in values)
+                  + f"{fmt(q1, '.2f'):>15}{fmt(q2, '.2f'):>14}")
+        print("  (ratios of the medians)")
+
+    def measure_wrk(title, close):
+        res, cpu = {}, {}
+        for col, proxy, pids in (("direct", None, None), ("proxyd", forward_port, proxyd_pids),
+                                 ("squid", squid_plain if squid_proc else None, squid_pids)):
+            if col == "squid" and not squid_proc:
+                res[col] = squid_error or "unavailable"
+                continue
+            runs, cpus = [], []
+            try:
+                for _ in range(args.repeat):
+                    c0 = cpu_seconds(pids) if pids else None
+                    runs.append(wrk_once(proxy, nginx_plain, close, C, D))
+                    c1 = cpu_seconds(pids) if pids else None
+                    cpus.append({k: c1[k] - c0[k] for k in c1} if c0 and c1 else None)
+            except Exception as e:
+                res[col] = f"{type(e).__name__}: {e}"
+                continue
+            res[col], cpu[col] = runs, cpus
+        report_wrk(title, res, cpu)
+        print()
+
     if "http" in cases:
-        measure_rps("1. plain HTTP GET (small body), a new connection per request", http_port,
-                    False, [
-            ("direct", Way("direct"), None),
-            ("proxyd", Way("proxyd", forward_port), proxyd_pids),
-            ("squid", Way("squid", squid_plain) if squid_proc else None, squid_pids),
-        ])
+        measure_wrk(f"1a. plain HTTP GET of a small body from nginx, wrk -c {C}, "
+                    f"a new connection per request", True)
+        measure_wrk(f"1b. the same with kept-alive connections (proxyd closes each after one "
+                    f"request; squid keeps them)", False)
     if "https" in cases:
         measure_rps("2. HTTPS GET with interception (direct: TLS to the upstream), a new "
                     "connection per request", bump_up, True, [
@@ -653,27 +846,26 @@ try:
         ])
 
     if "connect" in cases:
-        print(f"3. CONNECT tunnel: TLS download of {args.mib} MiB (median of {args.repeat})")
-        rates, details = {}, {}
-        for col, way in (("direct", Way("direct", None, tmp + "/ca.pem")),
-                         ("proxyd", Way("proxyd", forward_port, tmp + "/ca.pem")),
-                         ("squid", Way("squid", squid_plain, tmp + "/ca.pem")
-                          if squid_proc else None)):
-            if way is None:
+        print(f"3. CONNECT tunnel: TLS download of {args.mib} MiB from nginx by curl "
+              f"(min/median/max of {args.repeat})")
+        rates = {}
+        for col, proxy in (("direct", None), ("proxyd", forward_port),
+                           ("squid", squid_plain if squid_proc else None)):
+            if col == "squid" and not squid_proc:
                 print(f"  {col}: not measured: {squid_error}")
                 continue
             try:
-                rates[col], details[col] = download(way, tunnel_up, args.mib, args.repeat)
+                rates[col] = [curl_download(proxy, nginx_tls, args.mib)
+                              for _ in range(args.repeat)]
             except Exception as e:
                 print(f"  {col}: failed: {type(e).__name__}: {e}")
         cols = ["direct", "proxyd", "squid"]
-        table([("MiB/s", [rates.get(c) for c in cols]
-                + [ratio(rates.get("proxyd"), rates.get("direct")),
-                   ratio(rates.get("proxyd"), rates.get("squid"))], ".1f")],
-              cols + ["proxyd/direct", "proxyd/squid"])
-        for c in cols:
-            if c in details:
-                print(f"  {c} runs: " + ", ".join(f"{x:.1f}" for x in details[c]) + " MiB/s")
+        med = lambda c: statistics.median(rates[c]) if c in rates else None
+        print(f"  {'':27}" + "".join(f"{c:>22}" for c in cols)
+              + f"{'proxyd/direct':>15}{'proxyd/squid':>14}")
+        print(f"  {'MiB/s':27}" + "".join(f"{fmt3(mmm3(rates.get(c)), '.0f'):>22}" for c in cols)
+              + f"{fmt(ratio(med('proxyd'), med('direct')), '.2f'):>15}"
+              + f"{fmt(ratio(med('proxyd'), med('squid')), '.2f'):>14}")
         print()
 
     if "inject" in cases:

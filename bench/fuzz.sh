@@ -8,7 +8,7 @@
 #
 # usage: bench/fuzz.sh [--seconds N] [TARGET...]   (default: every target)
 #
-# policy_rule and api_json link generated protobuf code: the script first
+# policy_rule, api_json and egress_frames link generated protobuf code: the script first
 # runs `bazel build` of their proto targets and compiles the .pb.cc files
 # from bazel-bin (protobuf, yaml-cpp, RE2 and OpenSSL come from pkg-config).
 set -euo pipefail
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=(http_request http_response dns_query tls_sni channel_hello
-  policy_rule kit_descriptor oci_manifest api_json)
+  egress_frames policy_rule kit_descriptor oci_manifest api_json)
 
 cxx=""
 for c in clang++-16 clang++-15 clang++-14 clang++; do
@@ -43,6 +43,7 @@ sources_of() {
     http_request|http_response) echo proxyd/http.cc ;;
     dns_query|tls_sni) echo proxyd/http.cc proxyd/wire.cc ;;
     channel_hello) echo common/channel_hello.cc ;;
+    egress_frames) echo common/egress_mux.cc "$gen/protos/agent/v1/agent.pb.cc" ;;
     policy_rule)
       echo common/policy/rules.cc common/policy/rule_wire.cc "$gen/protos/policy/v1/policy.pb.cc" ;;
     kit_descriptor)
@@ -55,7 +56,7 @@ sources_of() {
 }
 libs_of() {
   case "$1" in
-    policy_rule|api_json) pkg-config --libs protobuf ;;
+    policy_rule|api_json|egress_frames) pkg-config --libs protobuf ;;
     kit_descriptor) pkg-config --libs yaml-cpp re2 libcrypto ;;
     oci_manifest) pkg-config --libs libcrypto ;;
   esac
@@ -64,6 +65,7 @@ protos_of() {
   case "$1" in
     policy_rule) echo //protos:policy_cc_grpc ;;
     api_json) echo //protos:api_wire_cc ;;
+    egress_frames) echo //protos:agent_cc_grpc ;;
   esac
 }
 

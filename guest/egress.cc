@@ -23,14 +23,14 @@ namespace airlock::guest {
 
 namespace {
 
-using airlock::agent::v1::EgressData;
-using airlock::agent::v1::EgressEvent;
+using airlock::agent::v1::EgressFrame;
+using airlock::agent::v1::EgressFrames;
 using airlock::agent::v1::EgressVia;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
 
-// A connection proxyd has not taken within this long is reset; a query not
-// answered is forgotten (the resolver retries on its own).
+// A DNS query not answered within this long is forgotten (the resolver
+// retries on its own).
 constexpr auto kPendingTimeout = seconds(15);
 
 absl::StatusOr<int> ListenOn(int type, const std::string& address, uint16_t port,
@@ -107,13 +107,14 @@ absl::Status WriteEgressConfig(const std::string& root) {
 }
 
 EgressService::~EgressService() {
+  std::shared_ptr<EgressMux> mux;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    for (auto& [id, p] : pending_) ResetAndClose(p.fd);
-    pending_.clear();
+    mux.swap(mux_);
+    if (tunnel_ctx_ != nullptr) tunnel_ctx_->TryCancel();
   }
-  cv_.notify_all();
+  if (mux) mux->Close();
   for (int fd : {transparent_fd_, forward_fd_, dns_fd_, dns_any_fd_}) {
     if (fd >= 0) shutdown(fd, SHUT_RDWR);
   }
@@ -153,14 +154,6 @@ absl::Status EgressService::Listen(uint16_t transparent_port, uint16_t forward_p
   return absl::OkStatus();
 }
 
-bool EgressService::Queue(EgressEvent event) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (watcher_ == 0 || stopping_) return false;
-  events_.push_back(std::move(event));
-  cv_.notify_all();
-  return true;
-}
-
 void EgressService::AcceptLoop(int listen_fd, EgressVia via) {
   while (true) {
     int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -170,8 +163,8 @@ void EgressService::AcceptLoop(int listen_fd, EgressVia via) {
       if (stopping_) return;
       continue;
     }
-    EgressEvent event;
-    auto* c = event.mutable_connection();
+    EgressFrame open;
+    auto* c = open.mutable_open();
     c->set_via(via);
     if (via == agent::v1::EGRESS_TRANSPARENT) {
       // Where the process was connecting before the redirect. Without it
@@ -187,17 +180,20 @@ void EgressService::AcceptLoop(int listen_fd, EgressVia via) {
       c->set_address(text);
       c->set_port(ntohs(orig.sin_port));
     }
+    std::shared_ptr<EgressMux> mux;
+    uint64_t id;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      uint64_t id = next_id_++;
-      c->set_id(id);
-      pending_[id] = Pending{fd, steady_clock::now()};
+      mux = mux_;
+      id = next_id_;
+      next_id_ += 2;
     }
-    if (!Queue(event)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      pending_.erase(c->id());
+    // No tunnel: nowhere to go, and a reset says so at once.
+    if (mux == nullptr) {
       ResetAndClose(fd);
+      continue;
     }
+    mux->Open(id, fd, &open);
   }
 }
 
@@ -215,171 +211,86 @@ void EgressService::DnsLoop(int fd) {
       if (stopping_) return;
     }
     if (n <= 0) continue;
+    ExpireDns();
     from.since = steady_clock::now();
-    EgressEvent event;
+    EgressFrame q;
+    std::shared_ptr<EgressMux> mux;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      uint64_t id = next_id_++;
-      event.mutable_dns()->set_id(id);
-      dns_[id] = from;
+      mux = mux_;
+      if (mux == nullptr) continue;  // no tunnel: no answer (the resolver retries)
+      q.set_id(next_id_);
+      next_id_ += 2;
+      dns_[q.id()] = from;
     }
-    event.mutable_dns()->set_packet(buf, n);
-    if (!Queue(event)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      dns_.erase(event.dns().id());
-    }
+    q.set_dns_query(buf, n);
+    mux->Post(std::move(q));
   }
 }
 
-void EgressService::Expire() {
+void EgressService::ExpireDns() {
   auto cutoff = steady_clock::now() - kPendingTimeout;
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second.since < cutoff) {
-      ResetAndClose(it->second.fd);
-      it = pending_.erase(it);
-    } else {
-      ++it;
-    }
-  }
   for (auto it = dns_.begin(); it != dns_.end();) {
     it = it->second.since < cutoff ? dns_.erase(it) : std::next(it);
   }
 }
 
-grpc::Status EgressService::Watch(grpc::ServerContext* ctx,
-                                  const agent::v1::EgressWatchRequest* req,
-                                  grpc::ServerWriter<EgressEvent>* writer) {
-  if (!req->ca_certificate_pem().empty()) {
-    if (absl::Status s = InstallCa(root_, req->ca_certificate_pem()); !s.ok()) {
-      return grpc::Status(grpc::StatusCode::INTERNAL, std::string(s.message()));
-    }
-  }
-  uint64_t me;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    me = ++generation_;
-    watcher_ = me;
-    events_.clear();
-  }
-  cv_.notify_all();
-  // An empty first event says the CA is in place and events will follow.
-  if (!writer->Write(EgressEvent())) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (watcher_ == me) watcher_ = 0;
-    return grpc::Status::OK;
-  }
-  while (true) {
-    std::deque<EgressEvent> batch;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, seconds(1),
-                   [&] { return !events_.empty() || watcher_ != me || stopping_; });
-      if (watcher_ != me || stopping_) break;
-      if (ctx->IsCancelled()) {
-        watcher_ = 0;
-        break;
-      }
-      batch.swap(events_);
-    }
-    Expire();
-    for (const auto& e : batch) {
-      if (!writer->Write(e)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (watcher_ == me) watcher_ = 0;
-        return grpc::Status::OK;
-      }
-    }
-  }
-  return grpc::Status::OK;
-}
-
-grpc::Status EgressService::Carry(grpc::ServerContext* ctx,
-                                  grpc::ServerReaderWriter<EgressData, EgressData>* stream) {
-  EgressData first;
-  if (!stream->Read(&first)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "the first message must name a connection");
-  }
-  int fd;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = pending_.find(first.id());
-    if (it == pending_.end()) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("no pending egress connection ", first.id()));
-    }
-    fd = it->second.fd;
-    pending_.erase(it);
-  }
-  // Guest to proxyd on a thread of its own; proxyd to guest here.
-  std::thread reader([fd, stream] {
-    char buf[65536];
-    while (true) {
-      ssize_t n = read(fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      EgressData out;
-      if (n <= 0) {
-        out.set_eof(true);
-        stream->Write(out);
-        return;
-      }
-      out.set_data(buf, n);
-      if (!stream->Write(out)) return;
-    }
-  });
-  bool reset = first.reset() || (!first.data().empty() && !WriteAll(fd, first.data()));
-  bool closed_write = false;
-  if (!reset && first.eof()) {
-    shutdown(fd, SHUT_WR);
-    closed_write = true;
-  }
-  EgressData in;
-  while (!reset && stream->Read(&in)) {
-    if (in.reset()) {
-      reset = true;
-      break;
-    }
-    if (!in.data().empty() && !WriteAll(fd, in.data())) {
-      reset = true;
-      break;
-    }
-    if (in.eof() && !closed_write) {
-      shutdown(fd, SHUT_WR);
-      closed_write = true;
-    }
-  }
-  // proxyd ends its side of the call once both directions are done; a
-  // stream broken before that (or a reset) aborts the guest's connection.
-  if (reset || !closed_write || ctx->IsCancelled()) {
-    // A reset: SHUT_RD wakes the reader without sending a FIN, and the
-    // close with a zero linger sends the RST.
-    linger l = {1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
-    shutdown(fd, SHUT_RD);
-  } else {
-    shutdown(fd, SHUT_RDWR);
-  }
-  reader.join();
-  close(fd);
-  return grpc::Status::OK;
-}
-
-grpc::Status EgressService::AnswerDns(grpc::ServerContext*, const agent::v1::DnsAnswer* req,
-                                      agent::v1::Empty*) {
+void EgressService::AnswerDns(uint64_t id, const std::string& packet) {
   PendingDns to;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = dns_.find(req->id());
-    if (it == dns_.end()) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("no pending DNS query ", req->id()));
-    }
+    auto it = dns_.find(id);
+    if (it == dns_.end()) return;  // expired, or not a query of ours
     to = it->second;
     dns_.erase(it);
   }
-  sendto(to.fd, req->packet().data(), req->packet().size(), 0,
-         reinterpret_cast<const sockaddr*>(&to.from), to.from_len);
+  sendto(to.fd, packet.data(), packet.size(), 0, reinterpret_cast<const sockaddr*>(&to.from),
+         to.from_len);
+}
+
+grpc::Status EgressService::Tunnel(grpc::ServerContext* ctx,
+                                   grpc::ServerReaderWriter<EgressFrames, EgressFrames>* stream) {
+  EgressFrames in;
+  if (!stream->Read(&in)) return grpc::Status::OK;
+  if (!in.start().ca_certificate_pem().empty()) {
+    if (absl::Status s = InstallCa(root_, in.start().ca_certificate_pem()); !s.ok()) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, std::string(s.message()));
+    }
+  }
+  // An empty message says the CA is in place and the tunnel is live; the
+  // mux writes everything after it.
+  if (!stream->Write(EgressFrames())) return grpc::Status::OK;
+  auto mux = std::make_shared<EgressMux>(
+      [stream](const EgressFrames& batch) { return stream->Write(batch); });
+  std::shared_ptr<EgressMux> previous;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return grpc::Status::OK;
+    previous.swap(mux_);
+    if (tunnel_ctx_ != nullptr) tunnel_ctx_->TryCancel();
+    mux_ = mux;
+    tunnel_ctx_ = ctx;
+    dns_.clear();
+  }
+  if (previous) previous->Close();
+  while (stream->Read(&in)) {
+    for (EgressFrame& f : *in.mutable_frames()) {
+      if (f.kind_case() == EgressFrame::kDnsAnswer) {
+        AnswerDns(f.id(), f.dns_answer());
+      } else {
+        mux->Deliver(std::move(f));
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mux_ == mux) mux_ = nullptr;
+    if (tunnel_ctx_ == ctx) tunnel_ctx_ = nullptr;
+  }
+  // The call is over: its writes fail from here, so the mux stops promptly
+  // and resets the connections it carried.
+  mux->Stop();
   return grpc::Status::OK;
 }
 

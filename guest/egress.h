@@ -3,24 +3,25 @@
 // guest/egress.nft) redirects every outbound TCP connection to the agent's
 // transparent listener and rejects everything else (UDP, ICMP, IPv6). The
 // agent also runs a forward proxy endpoint and a DNS stub on loopback. It
-// carries none of this itself: each connection and query is handed to
-// proxyd over the sandbox's egress port (the Egress service), which
-// decides by policy and carries the bytes. The guest cannot name the
+// carries none of this itself: each connection and query goes to proxyd
+// as a stream of the one tunnel proxyd opens on the sandbox's egress port
+// (the Egress service); proxyd decides by policy and carries the bytes. The guest cannot name the
 // sandbox it belongs to; proxyd knows it from the port it is attached to.
 #ifndef AIRLOCK_GUEST_EGRESS_H_
 #define AIRLOCK_GUEST_EGRESS_H_
 
 #include <netinet/in.h>
 
-#include <condition_variable>
-#include <deque>
+#include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/egress_mux.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
 
 namespace airlock::guest {
@@ -77,23 +78,17 @@ class EgressService final : public airlock::agent::v1::Egress::Service {
   uint16_t forward_port() const { return forward_port_; }
   uint16_t dns_port() const { return dns_port_; }
 
-  grpc::Status Watch(grpc::ServerContext* ctx,
-                     const airlock::agent::v1::EgressWatchRequest* req,
-                     grpc::ServerWriter<airlock::agent::v1::EgressEvent>* writer) override;
-  grpc::Status Carry(grpc::ServerContext* ctx,
-                     grpc::ServerReaderWriter<airlock::agent::v1::EgressData,
-                                              airlock::agent::v1::EgressData>* stream) override;
-  grpc::Status AnswerDns(grpc::ServerContext* ctx, const airlock::agent::v1::DnsAnswer* req,
-                         airlock::agent::v1::Empty* resp) override;
+  // Tunnel carries every guest connection and DNS query as streams of
+  // one multiplexed tunnel (common/egress_mux.h); a new tunnel ends the
+  // previous one.
+  grpc::Status Tunnel(grpc::ServerContext* ctx,
+                      grpc::ServerReaderWriter<airlock::agent::v1::EgressFrames,
+                                               airlock::agent::v1::EgressFrames>* stream) override;
 
   // The root the CA is installed under; tests point it at a temp dir.
   void set_root(std::string root) { root_ = std::move(root); }
 
  private:
-  struct Pending {
-    int fd = -1;
-    std::chrono::steady_clock::time_point since;
-  };
   struct PendingDns {
     int fd = -1;  // the socket the query came in on, which answers it
     sockaddr_storage from{};
@@ -103,9 +98,8 @@ class EgressService final : public airlock::agent::v1::Egress::Service {
 
   void AcceptLoop(int listen_fd, airlock::agent::v1::EgressVia via);
   void DnsLoop(int fd);
-  void Expire();
-  // Queue hands an event to the watcher; false when no one watches.
-  bool Queue(airlock::agent::v1::EgressEvent event);
+  void ExpireDns();
+  void AnswerDns(uint64_t id, const std::string& packet);
 
   std::string root_;
   int transparent_fd_ = -1, forward_fd_ = -1, dns_fd_ = -1, dns_any_fd_ = -1;
@@ -114,13 +108,11 @@ class EgressService final : public airlock::agent::v1::Egress::Service {
   std::vector<std::thread> threads_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
   bool stopping_ = false;
-  uint64_t next_id_ = 1;
-  uint64_t generation_ = 0;
-  uint64_t watcher_ = 0;  // generation of the current Watch; 0: none
-  std::deque<airlock::agent::v1::EgressEvent> events_;
-  std::map<uint64_t, Pending> pending_;
+  uint64_t next_id_ = 1;  // odd stream ids, never reused
+  // The live tunnel's mux and call (null: none), and who holds it.
+  std::shared_ptr<EgressMux> mux_;
+  grpc::ServerContext* tunnel_ctx_ = nullptr;
   std::map<uint64_t, PendingDns> dns_;
 };
 

@@ -1,6 +1,6 @@
 // The agent's egress endpoint without a VM: its listeners on ephemeral
-// loopback ports and its Egress API on a Unix socket, driven the way proxyd
-// drives it.
+// loopback ports and its Egress tunnel on a Unix socket, driven frame by
+// frame the way proxyd drives it.
 #include "guest/egress.h"
 
 #include <arpa/inet.h>
@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <deque>
 #include <fstream>
 
 #include <grpcpp/grpcpp.h>
@@ -32,6 +33,51 @@ int ConnectTo(uint16_t port, int type = SOCK_STREAM, const char* ip = "127.0.0.1
   return fd;
 }
 
+// TunnelClient drives the agent's Tunnel the way proxyd does, frame by
+// frame.
+class TunnelClient {
+ public:
+  explicit TunnelClient(pb::Egress::Stub* stub, const std::string& ca = "") {
+    stream_ = stub->Tunnel(&ctx_);
+    pb::EgressFrames start;
+    start.mutable_start()->set_ca_certificate_pem(ca);
+    EXPECT_TRUE(stream_->Write(start));
+    pb::EgressFrames first;
+    EXPECT_TRUE(stream_->Read(&first));
+    EXPECT_EQ(first.frames_size(), 0);
+  }
+  ~TunnelClient() {
+    ctx_.TryCancel();
+    stream_->Finish();
+  }
+  pb::EgressFrame Next() {
+    while (queue_.empty()) {
+      pb::EgressFrames batch;
+      if (!stream_->Read(&batch)) return pb::EgressFrame();
+      for (auto& f : batch.frames()) queue_.push_back(f);
+    }
+    pb::EgressFrame f = queue_.front();
+    queue_.pop_front();
+    return f;
+  }
+  bool Send(const pb::EgressFrame& f) {
+    pb::EgressFrames batch;
+    *batch.add_frames() = f;
+    return stream_->Write(batch);
+  }
+
+ private:
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::EgressFrames, pb::EgressFrames>> stream_;
+  std::deque<pb::EgressFrame> queue_;
+};
+
+pb::EgressFrame Frame(uint64_t id) {
+  pb::EgressFrame f;
+  f.set_id(id);
+  return f;
+}
+
 class EgressTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -45,45 +91,28 @@ class EgressTest : public ::testing::Test {
         grpc::CreateChannel("unix:" + dir_.path() + "/e.sock", grpc::InsecureChannelCredentials()));
   }
   void TearDown() override {
-    watch_ctx_.TryCancel();
-    if (watch_) watch_->Finish();
+    tunnel_.reset();
     server_->Shutdown();
   }
-  // Watch starts watching and reads the empty first event.
-  void Watch(const std::string& ca = "") {
-    pb::EgressWatchRequest req;
-    req.set_ca_certificate_pem(ca);
-    watch_ = stub_->Watch(&watch_ctx_, req);
-    pb::EgressEvent first;
-    ASSERT_TRUE(watch_->Read(&first));
-    EXPECT_FALSE(first.has_connection() || first.has_dns());
-  }
-  pb::EgressEvent Next() {
-    pb::EgressEvent e;
-    EXPECT_TRUE(watch_->Read(&e));
-    return e;
-  }
+  void Open(const std::string& ca = "") { tunnel_ = std::make_unique<TunnelClient>(stub_.get(), ca); }
 
   testing::ShortTempDir dir_;
   EgressService service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<pb::Egress::Stub> stub_;
-  grpc::ClientContext watch_ctx_;
-  std::unique_ptr<grpc::ClientReader<pb::EgressEvent>> watch_;
+  std::unique_ptr<TunnelClient> tunnel_;
 };
 
 TEST_F(EgressTest, ForwardConnectionIsCarriedBothWays) {
-  Watch();
+  Open();
   int c = ConnectTo(service_.forward_port());
-  pb::EgressEvent e = Next();
-  ASSERT_TRUE(e.has_connection());
-  EXPECT_EQ(e.connection().via(), pb::EGRESS_FORWARD);
-  grpc::ClientContext ctx;
-  auto carry = stub_->Carry(&ctx);
-  pb::EgressData first;
-  first.set_id(e.connection().id());
-  first.set_data("hello guest");
-  ASSERT_TRUE(carry->Write(first));
+  pb::EgressFrame open = tunnel_->Next();
+  ASSERT_TRUE(open.has_open());
+  EXPECT_EQ(open.open().via(), pb::EGRESS_FORWARD);
+  EXPECT_EQ(open.id() % 2, 1u);
+  pb::EgressFrame data = Frame(open.id());
+  data.set_data("hello guest");
+  ASSERT_TRUE(tunnel_->Send(data));
   char buf[64];
   ASSERT_EQ(read(c, buf, 11), 11);
   EXPECT_EQ(std::string(buf, 11), "hello guest");
@@ -91,77 +120,77 @@ TEST_F(EgressTest, ForwardConnectionIsCarriedBothWays) {
   shutdown(c, SHUT_WR);
   std::string got;
   bool eof = false;
-  pb::EgressData m;
-  while (!eof && carry->Read(&m)) {
-    got += m.data();
-    eof = m.eof();
+  while (!eof) {
+    pb::EgressFrame f = tunnel_->Next();
+    ASSERT_EQ(f.id(), open.id());
+    got += f.data();
+    eof = f.eof();
   }
   EXPECT_EQ(got, "hi proxy");
-  EXPECT_TRUE(eof);
-  pb::EgressData done;
+  pb::EgressFrame done = Frame(open.id());
   done.set_eof(true);
-  carry->Write(done);
-  carry->WritesDone();
-  EXPECT_TRUE(carry->Finish().ok());
+  tunnel_->Send(done);
   EXPECT_EQ(read(c, buf, sizeof(buf)), 0) << "the guest sees an orderly close";
   close(c);
 }
 
 TEST_F(EgressTest, ResetFromProxydIsATcpReset) {
-  Watch();
+  Open();
   int c = ConnectTo(service_.forward_port());
-  pb::EgressEvent e = Next();
-  grpc::ClientContext ctx;
-  auto carry = stub_->Carry(&ctx);
-  pb::EgressData first;
-  first.set_id(e.connection().id());
-  first.set_reset(true);
-  carry->Write(first);
-  carry->WritesDone();
-  pb::EgressData m;
-  while (carry->Read(&m)) {
-  }
-  carry->Finish();
+  pb::EgressFrame open = tunnel_->Next();
+  pb::EgressFrame reset = Frame(open.id());
+  reset.set_reset(true);
+  tunnel_->Send(reset);
   char buf[8];
   EXPECT_EQ(read(c, buf, sizeof(buf)), -1);
   EXPECT_EQ(errno, ECONNRESET);
   close(c);
 }
 
-TEST_F(EgressTest, UnknownIdIsNotFoundAndNoWatcherResets) {
-  grpc::ClientContext ctx;
-  auto carry = stub_->Carry(&ctx);
-  pb::EgressData first;
-  first.set_id(424242);
-  carry->Write(first);
-  carry->WritesDone();
-  EXPECT_EQ(carry->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
-  // Nobody watching: the connection is reset at once.
+TEST_F(EgressTest, NoTunnelResetsAndANewTunnelEndsTheOld) {
+  // Nobody has opened a tunnel: the connection is reset at once.
   int c = ConnectTo(service_.forward_port());
   char buf[8];
   EXPECT_EQ(read(c, buf, sizeof(buf)), -1);
   EXPECT_EQ(errno, ECONNRESET);
   close(c);
+  Open();
+  int carried = ConnectTo(service_.forward_port());
+  ASSERT_TRUE(tunnel_->Next().has_open());
+  // A second tunnel (proxyd restarted) takes over; what the first carried
+  // is reset, and new connections go to the second.
+  TunnelClient second(stub_.get());
+  EXPECT_EQ(read(carried, buf, sizeof(buf)), -1);
+  EXPECT_EQ(errno, ECONNRESET);
+  close(carried);
+  int next = ConnectTo(service_.forward_port());
+  EXPECT_TRUE(second.Next().has_open());
+  close(next);
 }
 
 TEST_F(EgressTest, DnsQueryAndAnswer) {
-  Watch();
+  Open();
   int u = ConnectTo(service_.dns_port(), SOCK_DGRAM);
   ASSERT_EQ(send(u, "query", 5, 0), 5);
-  pb::EgressEvent e = Next();
-  ASSERT_TRUE(e.has_dns());
-  EXPECT_EQ(e.dns().packet(), "query");
-  grpc::ClientContext ctx;
-  pb::DnsAnswer a;
-  a.set_id(e.dns().id());
-  a.set_packet("answer");
-  airlock::agent::v1::Empty empty;
-  ASSERT_TRUE(stub_->AnswerDns(&ctx, a, &empty).ok());
+  pb::EgressFrame q = tunnel_->Next();
+  ASSERT_EQ(q.kind_case(), pb::EgressFrame::kDnsQuery);
+  EXPECT_EQ(q.dns_query(), "query");
+  pb::EgressFrame a = Frame(q.id());
+  a.set_dns_answer("answer");
+  ASSERT_TRUE(tunnel_->Send(a));
   char buf[16];
   ASSERT_EQ(recv(u, buf, sizeof(buf), 0), 6);
   EXPECT_EQ(std::string(buf, 6), "answer");
-  grpc::ClientContext again;
-  EXPECT_EQ(stub_->AnswerDns(&again, a, &empty).error_code(), grpc::StatusCode::NOT_FOUND);
+  // A second answer to the same query is dropped.
+  ASSERT_TRUE(tunnel_->Send(a));
+  ASSERT_EQ(send(u, "again", 5, 0), 5);
+  pb::EgressFrame q2 = tunnel_->Next();
+  ASSERT_EQ(q2.dns_query(), "again");
+  pb::EgressFrame a2 = Frame(q2.id());
+  a2.set_dns_answer("second");
+  ASSERT_TRUE(tunnel_->Send(a2));
+  ASSERT_EQ(recv(u, buf, sizeof(buf), 0), 6);
+  EXPECT_EQ(std::string(buf, 6), "second");
   close(u);
 }
 
@@ -178,10 +207,8 @@ TEST(EgressForwardedTest, DnsOnEveryAddressAndTransparentOnAny) {
   auto server = b.BuildAndStart();
   auto stub = pb::Egress::NewStub(
       grpc::CreateChannel("unix:" + dir.path() + "/e.sock", grpc::InsecureChannelCredentials()));
-  grpc::ClientContext watch_ctx;
-  auto watch = stub->Watch(&watch_ctx, pb::EgressWatchRequest());
-  pb::EgressEvent e;
-  ASSERT_TRUE(watch->Read(&e));
+  auto owned = std::make_unique<TunnelClient>(stub.get());
+  TunnelClient& tunnel = *owned;
   for (const char* to : {"127.0.0.10", "127.0.0.9"}) {
     int u = socket(AF_INET, SOCK_DGRAM, 0);
     sockaddr_in sa{};
@@ -189,35 +216,31 @@ TEST(EgressForwardedTest, DnsOnEveryAddressAndTransparentOnAny) {
     sa.sin_port = htons(service.dns_port());
     inet_pton(AF_INET, to, &sa.sin_addr);
     ASSERT_EQ(sendto(u, "q", 1, 0, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 1);
-    ASSERT_TRUE(watch->Read(&e));
-    ASSERT_TRUE(e.has_dns()) << to;
-    grpc::ClientContext ctx;
-    pb::DnsAnswer a;
-    a.set_id(e.dns().id());
-    a.set_packet(std::string("answer for ") + to);
-    airlock::agent::v1::Empty empty;
-    ASSERT_TRUE(stub->AnswerDns(&ctx, a, &empty).ok());
+    pb::EgressFrame q = tunnel.Next();
+    ASSERT_EQ(q.kind_case(), pb::EgressFrame::kDnsQuery) << to;
+    pb::EgressFrame a = Frame(q.id());
+    a.set_dns_answer(std::string("answer for ") + to);
+    ASSERT_TRUE(tunnel.Send(a));
     char buf[64];
     ssize_t n = recv(u, buf, sizeof(buf), 0);
     ASSERT_GT(n, 0) << to;
-    EXPECT_EQ(std::string(buf, n), a.packet());
+    EXPECT_EQ(std::string(buf, n), a.dns_answer());
     close(u);
   }
   // The transparent listener takes connections on any address of the guest.
   int c = ConnectTo(service.transparent_port(), SOCK_STREAM, "127.0.0.10");
   close(c);
-  watch_ctx.TryCancel();
-  watch->Finish();
+  owned.reset();  // ends the call, so the server can shut down
   server->Shutdown();
 }
 
-TEST_F(EgressTest, WatchInstallsTheCaOnce) {
+TEST_F(EgressTest, TunnelInstallsTheCaOnce) {
   MakeDirs(dir_.path() + "/etc/ssl/certs", 0755).IgnoreError();
   {
     std::ofstream(dir_.path() + kSystemBundle) << "SYSTEM\n";
   }
   const std::string pem = "-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n";
-  Watch(pem);
+  Open(pem);
   EXPECT_EQ(ReadFileToString(dir_.path() + kCaPath), pem);
   ASSERT_TRUE(InstallCa(dir_.path(), pem).ok());
   EXPECT_EQ(ReadFileToString(dir_.path() + kSystemBundle), "SYSTEM\n" + pem);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/agent_link.h"
@@ -35,9 +36,6 @@ namespace {
 constexpr size_t kMaxHead = 64 * 1024;
 constexpr auto kUpstreamConnectTimeout = seconds(15);
 constexpr auto kIdleTimeout = seconds(600);
-// Open connections one sandbox may hold (each costs proxyd three threads
-// and three descriptors).
-constexpr uint64_t kMaxConnections = 256;
 
 // Verdict is a decision plus what the log and a 403 need.
 struct Verdict {
@@ -87,7 +85,9 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   std::string policy_error;  // why the last snapshot was refused
   uint64_t revision = 0;
   std::set<grpc::ClientContext*> calls;  // cancelled on Stop
-  std::atomic<uint64_t> open{0};
+  std::atomic<uint64_t> open{0};  // connections holding a slot of px->caps
+  HandlerThreads handlers;
+  SocketSet sockets;
   std::atomic<int64_t> last_secrets_warning{0};
   std::atomic<int64_t> last_cap_warning{0};
 
@@ -111,9 +111,19 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   }
 
   void FollowPolicy();
-  void WatchEgress();
-  void Carry(std::shared_ptr<grpc::Channel> channel, agentpb::EgressConnection c);
-  void AnswerDns(agentpb::Egress::Stub* stub, const agentpb::DnsQuery& q);
+  // RunTunnel keeps the egress tunnel to the guest open (reopening it when
+  // it breaks) and hands each guest connection and DNS query it carries
+  // to Accept and AnswerDns.
+  void RunTunnel();
+  // Accept takes a slot for guest connection `id` and starts its handler,
+  // or resets it (over a cap).
+  void Accept(const std::shared_ptr<EgressMux>& mux, uint64_t id,
+              const agentpb::EgressConnection& c);
+  // Serve decides and carries one guest connection, `fd` its end of the
+  // pair the mux carries.
+  void Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id,
+             const agentpb::EgressConnection& c, int fd);
+  void AnswerDns(EgressMux* mux, uint64_t id, const std::string& packet);
   // Credentials asks secretsd what to place in a request to `host`:`port`; none
   // when secretsd has none or cannot be reached (the request then carries
   // only the sentinel, never anything else).
@@ -148,7 +158,16 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   bool SpliceAllowed(Stream& client, const std::string& host, uint16_t port, Verdict* v,
                      pb::Path via);
   void ServeIntercepted(Stream& client, const std::string& host, uint16_t port, pb::Path via);
-  void ServeHttp(Stream& client, const std::string& head, const std::string& conn_host,
+  // ServeRequests serves the request whose head is `head` and every
+  // later one the client sends on the same connection, each parsed,
+  // decided, given its credentials and sent upstream on its own (a new
+  // upstream connection each), as long as both sides keep it alive.
+  void ServeRequests(Stream& client, std::string head, const std::string& conn_host,
+                     uint16_t conn_port, pb::Path via);
+  // ServeHttp serves one request; true when the client connection may
+  // carry the next one (HTTP/1.1 without "Connection: close", a response
+  // whose end is known, all of both bodies carried).
+  bool ServeHttp(Stream& client, const std::string& head, const std::string& conn_host,
                  uint16_t conn_port, pb::Path via);
 };
 
@@ -168,17 +187,16 @@ Attachment::~Attachment() {
   state_->cv.notify_all();
   if (policy_thread_.joinable()) policy_thread_.join();
   if (egress_thread_.joinable()) egress_thread_.join();
-  // Cancelled carries end their handlers through the socket pair; wait for
-  // them (bounded) so none outlives what it uses.
-  for (int i = 0; i < 500 && state_->open.load() > 0; ++i) {
-    std::this_thread::sleep_for(milliseconds(10));
-  }
+  // The tunnel is gone (every guest end closed); end what handlers still
+  // wait on upstream, and wait for them: none outlives what it uses.
+  state_->sockets.ShutdownAll();
+  state_->handlers.JoinAll();
 }
 
 void Attachment::Start() {
   auto s = state_;
   policy_thread_ = std::thread([s] { s->FollowPolicy(); });
-  egress_thread_ = std::thread([s] { s->WatchEgress(); });
+  egress_thread_ = std::thread([s] { s->RunTunnel(); });
 }
 
 absl::Status Attachment::WaitReady(seconds timeout) {
@@ -234,7 +252,7 @@ void Attachment::State::FollowPolicy() {
   }
 }
 
-void Attachment::State::WatchEgress() {
+void Attachment::State::RunTunnel() {
   while (!Stopping()) {
     AgentLink link(channel_path);
     auto channel = link.Channel(seconds(5));
@@ -249,41 +267,40 @@ void Attachment::State::WatchEgress() {
     auto stub = agentpb::Egress::NewStub(*channel);
     grpc::ClientContext ctx;
     if (!Track(&ctx)) return;
-    agentpb::EgressWatchRequest req;
-    req.set_ca_certificate_pem(px->ca->certificate_pem());
-    auto reader = stub->Watch(&ctx, req);
-    agentpb::EgressEvent event;
-    while (reader->Read(&event)) {
-      if (event.has_connection()) {
-        // A guest cannot exhaust proxyd's threads and descriptors for every
-        // sandbox: past the cap its new connections are left to time out
-        // (the agent resets them).
-        if (open.load() >= kMaxConnections) {
-          int64_t now = NowMs();
-          int64_t last = last_cap_warning.load();
-          if (now - last > 10000 && last_cap_warning.compare_exchange_strong(last, now)) {
-            AIRLOCK_LOG_WARN("sandbox is at its connection cap; new connections are refused",
-                             {{"sandbox", sandbox}});
-          }
-          continue;
-        }
-        auto self = shared_from_this();
-        try {
-          std::thread([self, ch = *channel, c = event.connection()] {
-            self->Carry(ch, c);
-          }).detach();
-        } catch (const std::system_error& e) {
-          AIRLOCK_LOG_ERROR("cannot start a connection thread", {{"error", e.what()}});
-        }
-      } else if (event.has_dns()) {
-        AnswerDns(stub.get(), event.dns());
-      } else {
+    auto stream = stub->Tunnel(&ctx);
+    agentpb::EgressFrames in;
+    agentpb::EgressFrames start;
+    start.mutable_start()->set_ca_certificate_pem(px->ca->certificate_pem());
+    // The agent's first (empty) message: the CA is installed, the tunnel live.
+    if (stream->Write(start) && stream->Read(&in)) {
+      {
         std::lock_guard<std::mutex> lock(mu);
         ready = true;
         cv.notify_all();
       }
+      auto* writer = stream.get();
+      auto mux = std::make_shared<EgressMux>(
+          [writer](const agentpb::EgressFrames& batch) { return writer->Write(batch); });
+      while (stream->Read(&in)) {
+        for (agentpb::EgressFrame& f : *in.mutable_frames()) {
+          switch (f.kind_case()) {
+            case agentpb::EgressFrame::kOpen:
+              Accept(mux, f.id(), f.open());
+              break;
+            case agentpb::EgressFrame::kDnsQuery:
+              AnswerDns(mux.get(), f.id(), f.dns_query());
+              break;
+            default:
+              mux->Deliver(std::move(f));
+          }
+        }
+      }
+      // Writes fail from here, so the mux's writer cannot hang; its stop
+      // closes every connection's pair end (their handlers see the end).
+      ctx.TryCancel();
+      mux->Stop();
     }
-    grpc::Status s = reader->Finish();
+    grpc::Status s = stream->Finish();
     Untrack(&ctx);
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -291,6 +308,58 @@ void Attachment::State::WatchEgress() {
     }
     Sleep(milliseconds(200));
   }
+}
+
+void Attachment::State::Accept(const std::shared_ptr<EgressMux>& mux, uint64_t id,
+                               const agentpb::EgressConnection& c) {
+  // A guest cannot exhaust proxyd's threads and descriptors, for itself or
+  // for other sandboxes: the slot is taken before any work, and past a cap
+  // the connection is reset.
+  if (!px->caps->Reserve(&open)) {
+    int64_t now = NowMs();
+    int64_t last = last_cap_warning.load();
+    if (now - last > 10000 && last_cap_warning.compare_exchange_strong(last, now)) {
+      AIRLOCK_LOG_WARN("connection cap reached; new connections are reset",
+                       {{"sandbox", sandbox},
+                        {"sandbox_open", std::to_string(open.load())},
+                        {"proxyd_open", std::to_string(px->caps->open())}});
+    }
+    mux->Reset(id);
+    return;
+  }
+  int sp[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+    px->caps->Release(&open);
+    mux->Reset(id);
+    return;
+  }
+  mux->Open(id, sp[1]);
+  if (!handlers.Spawn([this, mux, id, c, fd = sp[0]] { Serve(mux, id, c, fd); })) {
+    AIRLOCK_LOG_ERROR("cannot start a connection thread", {{"sandbox", sandbox}});
+    mux->Reset(id);
+    close(sp[0]);
+    px->caps->Release(&open);
+  }
+}
+
+void Attachment::State::Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id,
+                              const agentpb::EgressConnection& c, int fd) {
+  {
+    Stream client(fd, &sockets);
+    SetTimeouts(fd, kIdleTimeout);
+    bool ok = c.via() == agentpb::EGRESS_FORWARD ? HandleForward(client) : [&] {
+      Address addr{};
+      if (!policy::ParseAddress(c.address(), &addr) || c.port() == 0 || c.port() > 65535) {
+        return false;
+      }
+      return HandleTransparent(client, addr, static_cast<uint16_t>(c.port()));
+    }();
+    // A reset is asked for before the end closes, so the guest sees a
+    // reset, never an end of stream.
+    if (!ok) mux->Reset(id);
+    client.ShutdownWrite();
+  }  // closes fd
+  px->caps->Release(&open);
 }
 
 Verdict Attachment::State::Decide(const std::string& host, const Address* addr, uint16_t port,
@@ -450,11 +519,11 @@ void Attachment::State::InterceptForCredentials(const std::string& host, uint16_
   if (px->network.TerminatesTls(host) || !Credentials(host, port).empty()) v->inspect = true;
 }
 
-void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::DnsQuery& q) {
+void Attachment::State::AnswerDns(EgressMux* mux, uint64_t id, const std::string& packet) {
   std::string answer;
-  auto question = ParseDnsQuery(q.packet());
+  auto question = ParseDnsQuery(packet);
   if (!question.ok()) {
-    answer = DnsFormatError(q.packet());
+    answer = DnsFormatError(packet);
   } else if (Address literal{}; !CanonicalHost(question->name).ok() ||
                                 policy::ParseAddress(question->name, &literal)) {
     // An address spelled as a name ("93.184.216.34", "0x5d.0xb8...") would
@@ -473,103 +542,10 @@ void Attachment::State::AnswerDns(agentpb::Egress::Stub* stub, const agentpb::Dn
     answer = DnsEmptyAnswer(*question, kDnsNoError);
   }
   if (answer.empty()) return;
-  grpc::ClientContext ctx;
-  DeadlineAfter(ctx, seconds(5));
-  agentpb::DnsAnswer a;
-  a.set_id(q.id());
-  a.set_packet(answer);
-  agentpb::Empty empty;
-  (void)stub->AnswerDns(&ctx, a, &empty);
-}
-
-void Attachment::State::Carry(std::shared_ptr<grpc::Channel> channel, agentpb::EgressConnection c) {
-  open++;
-  auto stub = agentpb::Egress::NewStub(channel);
-  grpc::ClientContext ctx;
-  if (!Track(&ctx)) {
-    open--;
-    return;
-  }
-  auto stream = stub->Carry(&ctx);
-  agentpb::EgressData first;
-  first.set_id(c.id());
-  int sp[2];
-  if (!stream->Write(first) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
-    ctx.TryCancel();
-    (void)stream->Finish();
-    Untrack(&ctx);
-    open--;
-    return;
-  }
-  // The handler works on sp[0] like on a socket; two pumps move bytes
-  // between sp[1] and the gRPC stream.
-  std::mutex eof_mu;
-  std::condition_variable eof_cv;
-  bool guest_done = false;
-  std::atomic<bool> reset{false};
-  std::thread in([&] {
-    agentpb::EgressData m;
-    while (stream->Read(&m)) {
-      if (!m.data().empty()) (void)WriteAll(sp[1], m.data());
-      if (m.eof()) shutdown(sp[1], SHUT_WR);
-      if (m.eof() || m.reset()) {
-        std::lock_guard<std::mutex> lock(eof_mu);
-        guest_done = true;
-        eof_cv.notify_all();
-      }
-    }
-    shutdown(sp[1], SHUT_WR);
-    std::lock_guard<std::mutex> lock(eof_mu);
-    guest_done = true;
-    eof_cv.notify_all();
-  });
-  std::thread out([&] {
-    char buf[65536];
-    while (true) {
-      ssize_t n = read(sp[1], buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      agentpb::EgressData d;
-      d.set_data(buf, n);
-      if (!stream->Write(d)) {
-        // The guest side is gone: make the handler see it at once.
-        shutdown(sp[1], SHUT_RDWR);
-        break;
-      }
-    }
-    agentpb::EgressData last;
-    if (reset) {
-      last.set_reset(true);
-    } else {
-      last.set_eof(true);
-    }
-    (void)stream->Write(last);
-    // Let the guest finish its side (it usually closes at once) before
-    // ending the call.
-    std::unique_lock<std::mutex> lock(eof_mu);
-    if (!reset) eof_cv.wait_for(lock, seconds(10), [&] { return guest_done; });
-    lock.unlock();
-    (void)stream->WritesDone();
-  });
-  {
-    Stream client(sp[0]);
-    SetTimeouts(sp[0], kIdleTimeout);
-    bool ok = c.via() == agentpb::EGRESS_FORWARD ? HandleForward(client) : [&] {
-      Address addr{};
-      if (!policy::ParseAddress(c.address(), &addr) || c.port() == 0 || c.port() > 65535) {
-        return false;
-      }
-      return HandleTransparent(client, addr, static_cast<uint16_t>(c.port()));
-    }();
-    if (!ok) reset = true;
-    client.ShutdownWrite();
-  }  // closes sp[0]
-  out.join();
-  in.join();
-  (void)stream->Finish();
-  close(sp[1]);
-  Untrack(&ctx);
-  open--;
+  agentpb::EgressFrame a;
+  a.set_id(id);
+  a.set_dns_answer(std::move(answer));
+  mux->Post(std::move(a));
 }
 
 bool Attachment::State::HandleForward(Stream& client) {
@@ -587,7 +563,7 @@ bool Attachment::State::HandleForward(Stream& client) {
     return true;
   }
   if (req->method != "CONNECT") {
-    ServeHttp(client, *head, "", 0, pb::FORWARD);
+    ServeRequests(client, *head, "", 0, pb::FORWARD);
     return true;
   }
   auto target = ParseTarget(*req, false, true);
@@ -621,7 +597,7 @@ bool Attachment::State::HandleForward(Stream& client) {
     }
     return true;
   }
-  Stream upstream(*fd);
+  Stream upstream(*fd, &sockets);
   SetTimeouts(*fd, kIdleTimeout);
   if (!client.WriteAll("HTTP/1.1 200 Connection established\r\n\r\n")) return true;
   Splice(client, upstream);
@@ -643,7 +619,7 @@ bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, u
       if (fd.ok() || v.allow) {
         Record(shown, port, "", "", v, pb::TRANSPARENT);
         if (!fd.ok()) return false;
-        Stream upstream(*fd);
+        Stream upstream(*fd, &sockets);
         SetTimeouts(*fd, kIdleTimeout);
         Splice(client, upstream);
         return true;
@@ -690,7 +666,7 @@ bool Attachment::State::HandleInspected(Stream& client, const std::string& host,
       Record(host, port, "", "", v, via);
       return false;
     }
-    upstream = std::make_unique<Stream>(*fd);
+    upstream = std::make_unique<Stream>(*fd, &sockets);
     SetTimeouts(*fd, kIdleTimeout);
     pollfd p[2] = {{client.fd(), POLLIN, 0}, {*fd, POLLIN, 0}};
     if (poll(p, 2, static_cast<int>(kIdleTimeout.count() * 1000)) <= 0) return false;
@@ -707,7 +683,7 @@ bool Attachment::State::HandleInspected(Stream& client, const std::string& host,
       return true;
     case FirstBytes::kHttp: {
       auto head = ReadHead(client, kMaxHead);
-      if (head.ok()) ServeHttp(client, *head, host, port, via);
+      if (head.ok()) ServeRequests(client, *head, host, port, via);
       return true;
     }
     default:
@@ -730,7 +706,7 @@ bool Attachment::State::SpliceAllowed(Stream& client, const std::string& host, u
   auto fd = Connect(host, port, v);
   Record(host, port, "", "", *v, via);
   if (!fd.ok()) return false;
-  Stream upstream(*fd);
+  Stream upstream(*fd, &sockets);
   SetTimeouts(*fd, kIdleTimeout);
   Splice(client, upstream);
   return true;
@@ -753,7 +729,7 @@ void Attachment::State::ServeIntercepted(Stream& client, const std::string& host
   client.StartTls(std::move(*ssl));
   auto head = ReadHead(client, kMaxHead);
   if (!head.ok()) return;
-  ServeHttp(client, *head, host, port, via);
+  ServeRequests(client, *head, host, port, via);
 }
 
 namespace {
@@ -776,18 +752,34 @@ bool CopyChunked(Stream& from, Stream& to) {
 
 }  // namespace
 
-void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
+void Attachment::State::ServeRequests(Stream& client, std::string head,
+                                      const std::string& conn_host, uint16_t conn_port,
+                                      pb::Path via) {
+  while (ServeHttp(client, head, conn_host, conn_port, via)) {
+    auto next = ReadHead(client, kMaxHead);
+    if (!next.ok()) {
+      if (next.status().code() == absl::StatusCode::kResourceExhausted) {
+        client.WriteAll(
+            ErrorResponse(431, "Request Header Fields Too Large", "request head too long"));
+      }
+      return;
+    }
+    head = std::move(*next);
+  }
+}
+
+bool Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
                                   const std::string& conn_host, uint16_t conn_port, pb::Path via) {
   auto req = ParseRequestHead(head_text);
   if (!req.ok()) {
     client.WriteAll(ErrorResponse(400, "Bad Request", req.status().message()));
-    return;
+    return false;
   }
   bool forward = conn_host.empty();
   auto target = ParseTarget(*req, client.tls(), forward);
   if (!target.ok()) {
     client.WriteAll(ErrorResponse(400, "Bad Request", target.status().message()));
-    return;
+    return false;
   }
   std::string host = forward ? target->host : conn_host;
   uint16_t port = forward ? target->port : conn_port;
@@ -800,12 +792,12 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
     client.WriteAll(ErrorResponse(400, "Bad Request",
                                   absl::StrCat("the Host header names ", target->host,
                                                " but the connection is to ", conn_host)));
-    return;
+    return false;
   }
   auto path = NormalizePath(target->path);
   if (!path.ok()) {
     client.WriteAll(ErrorResponse(400, "Bad Request", path.status().message()));
-    return;
+    return false;
   }
   Address literal{};
   bool is_ip = policy::ParseAddress(host, &literal);
@@ -818,23 +810,23 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
         400, "Bad Request",
         absl::StrCat("path \"", target->path, "\" ", path->ambiguity,
                      "; refused because path rules apply to ", host)));
-    return;
+    return false;
   }
   absl::StatusOr<int> fd = absl::PermissionDeniedError("denied");
   if (v.allow) fd = Connect(host, port, &v);
   // Owns the upstream socket from here, whatever return comes next.
-  std::unique_ptr<Stream> owned = fd.ok() ? std::make_unique<Stream>(*fd) : nullptr;
+  std::unique_ptr<Stream> owned = fd.ok() ? std::make_unique<Stream>(*fd, &sockets) : nullptr;
   if (!v.allow) {
     Record(host, port, req->method, target->path, v, via);
     client.WriteAll(DenyResponse(host, port, v.rule_text, v.rule_id, v.reason));
-    return;
+    return false;
   }
   // The body is read below (for credentials, or to forward it): a client
   // waiting for "100 Continue" gets it now, from proxyd, since the request
   // is allowed.
   if (absl::AsciiStrToLower(req->Get("Expect")) == "100-continue") {
     req->Remove("Expect");
-    if (!client.WriteAll("HTTP/1.1 100 Continue\r\n\r\n")) return;
+    if (!client.WriteAll("HTTP/1.1 100 Continue\r\n\r\n")) return false;
   }
   // Allowed: now, and only now, the credentials for this host (asked for
   // each request, so a removed secret is gone from the next one).
@@ -856,7 +848,7 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
         size_t got = 0;
         while (got < len) {
           ssize_t n = client.Read(body.data() + got, len - got);
-          if (n <= 0) return;
+          if (n <= 0) return false;
           got += n;
         }
         body_read = true;
@@ -869,14 +861,14 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
       v.reason = std::string(st.message());
       Record(host, port, req->method, target->path, v, via);
       client.WriteAll(ErrorResponse(422, "Unprocessable Entity", st.message()));
-      return;
+      return false;
     }
   }
   v.credential = absl::StrJoin(placed, ",");
   Record(host, port, req->method, target->path, v, via);
   if (!fd.ok()) {
     client.WriteAll(ErrorResponse(502, "Bad Gateway", fd.status().message()));
-    return;
+    return false;
   }
   Stream& upstream = *owned;
   SetTimeouts(*fd, kIdleTimeout);
@@ -884,33 +876,38 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
     auto ssl = StartUpstreamTls(px->upstream_tls.get(), *fd, host);
     if (!ssl.ok()) {
       client.WriteAll(ErrorResponse(502, "Bad Gateway", ssl.status().message()));
-      return;
+      return false;
     }
     upstream.StartTls(std::move(*ssl));
   }
-  // One request per connection: the next request of a kept-alive
-  // connection would otherwise reach the upstream without a decision.
+  // The client may keep its connection for the next request (each one
+  // comes back here to be decided); upstream, each request has a
+  // connection of its own, so nothing reaches a server undecided.
+  std::string client_connection =
+      absl::AsciiStrToLower(absl::StrCat(req->Get("Connection"), ",", req->Get("Proxy-Connection")));
+  bool keep_alive = req->version == "HTTP/1.1" &&
+                    !absl::StrContains(client_connection, "close");
   req->Remove("Proxy-Connection");
   req->Remove("Proxy-Authorization");
   req->Remove("Keep-Alive");
   // A WebSocket upgrade keeps its Connection header (the 101 is spliced);
-  // everything else is one request per connection.
+  // everything else is one request per upstream connection.
   bool websocket = absl::AsciiStrToLower(req->Get("Upgrade")) == "websocket";
   if (!websocket) {
     req->Remove("Upgrade");
     req->Set("Connection", "close");
   }
-  if (!upstream.WriteAll(SerializeRequestHead(*req))) return;
+  if (!upstream.WriteAll(SerializeRequestHead(*req))) return false;
   uint64_t length = 0;
   if (body_read) {
-    if (!upstream.WriteAll(body)) return;
+    if (!upstream.WriteAll(body)) return false;
   } else
     switch (RequestBodyKind(*req, &length)) {
       case BodyKind::kLength:
-        if (!CopyExactly(client, upstream, length)) return;
+        if (!CopyExactly(client, upstream, length)) return false;
         break;
       case BodyKind::kChunked:
-        if (!CopyChunked(client, upstream)) return;
+        if (!CopyChunked(client, upstream)) return false;
         break;
       default:
         break;
@@ -920,44 +917,51 @@ void Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
     client.WriteAll(ErrorResponse(
         502, "Bad Gateway",
         absl::StrCat("the upstream sent no response: ", resp_head.status().message())));
-    return;
+    return false;
   }
   auto resp = ParseResponseHead(*resp_head);
   // Interim responses (103 Early Hints, a 100 the upstream sends anyway)
   // pass through; the final one follows.
   while (resp.ok() && resp->status >= 100 && resp->status < 200 && resp->status != 101) {
-    if (!client.WriteAll(SerializeResponseHead(*resp))) return;
+    if (!client.WriteAll(SerializeResponseHead(*resp))) return false;
     resp_head = ReadHead(upstream, kMaxHead);
-    if (!resp_head.ok()) return;
+    if (!resp_head.ok()) return false;
     resp = ParseResponseHead(*resp_head);
   }
   if (!resp.ok()) {
     client.WriteAll(ErrorResponse(502, "Bad Gateway", resp.status().message()));
-    return;
+    return false;
   }
   bool upgrade = resp->status == 101;
+  BodyKind body_kind = upgrade ? BodyKind::kUntilClose
+                               : ResponseBodyKind(*resp, req->method, &length);
+  // Kept alive only when the response's end is known without a close.
+  keep_alive = keep_alive && !upgrade && body_kind != BodyKind::kUntilClose;
   if (!upgrade) {
     resp->Remove("Keep-Alive");
-    resp->Set("Connection", "close");
+    if (keep_alive) {
+      resp->Remove("Connection");
+    } else {
+      resp->Set("Connection", "close");
+    }
   }
-  if (!client.WriteAll(SerializeResponseHead(*resp))) return;
+  if (!client.WriteAll(SerializeResponseHead(*resp))) return false;
   if (upgrade) {
     Splice(client, upstream);
-    return;
+    return false;
   }
-  switch (ResponseBodyKind(*resp, req->method, &length)) {
+  switch (body_kind) {
     case BodyKind::kLength:
-      CopyExactly(upstream, client, length);
-      break;
+      return CopyExactly(upstream, client, length) && keep_alive;
     case BodyKind::kChunked:
-      CopyChunked(upstream, client);
-      break;
+      return CopyChunked(upstream, client) && keep_alive;
     case BodyKind::kUntilClose:
       CopyUntilEnd(upstream, client);
-      break;
+      return false;
     case BodyKind::kNone:
-      break;
+      return keep_alive;
   }
+  return false;
 }
 
 }  // namespace airlock::proxyd

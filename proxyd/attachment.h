@@ -1,10 +1,14 @@
 // One sandbox's egress as proxyd carries it. An Attachment follows the
 // sandbox's compiled policy from policyd (each snapshot replaces the last
 // at once, so rule changes reach running sandboxes without a restart) and
-// watches the sandbox's egress port: every guest connection and DNS query
-// arrives there, named by the port it came in on, never by anything the
-// guest sends. Each connection is decided and carried on a thread of its
-// own; see attachment.cc for the paths (forward, transparent, intercepted).
+// keeps the egress tunnel open on the sandbox's egress port: every guest
+// connection and DNS query arrives there (one stream each of the tunnel,
+// common/egress_mux.h), named by the port it came in on, never by anything
+// the guest sends. Each connection takes a slot of the caps
+// (proxyd/connections.h) before any work, then is decided and carried by a
+// handler thread of its own on one end of a socket pair whose other end
+// the mux carries; see attachment.cc for the paths (forward, transparent,
+// intercepted).
 #ifndef AIRLOCK_PROXYD_ATTACHMENT_H_
 #define AIRLOCK_PROXYD_ATTACHMENT_H_
 
@@ -20,8 +24,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "common/egress_mux.h"
 #include "common/peer.h"
 #include "common/policy/rules.h"
+#include "proxyd/connections.h"
 #include "proxyd/decision_log.h"
 #include "proxyd/operator_network.h"
 #include "proxyd/inject.h"
@@ -46,6 +52,8 @@ struct ProxyContext {
   Peer policyd;
   // secretsd, asked for the credentials of each allowed request.
   std::shared_ptr<grpc::Channel> secretsd;
+  // Open connections, per sandbox and in all.
+  std::shared_ptr<ConnectionCaps> caps = std::make_shared<ConnectionCaps>();
 };
 
 // DialUpstream opens the connection to an allowed upstream: through the

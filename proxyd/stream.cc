@@ -16,6 +16,7 @@ namespace airlock::proxyd {
 
 Stream::~Stream() {
   ssl_.reset();
+  if (sockets_ != nullptr) sockets_->Remove(fd_);
   if (fd_ >= 0) close(fd_);
 }
 

@@ -13,14 +13,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "proxyd/connections.h"
 #include "proxyd/tls.h"
 
 namespace airlock::proxyd {
 
 class Stream {
  public:
-  // Takes ownership of `fd`.
-  explicit Stream(int fd) : fd_(fd) {}
+  // Takes ownership of `fd`; with `sockets`, tracked there until closed.
+  explicit Stream(int fd, SocketSet* sockets = nullptr) : fd_(fd), sockets_(sockets) {
+    if (sockets_ != nullptr) sockets_->Add(fd_);
+  }
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -46,6 +49,7 @@ class Stream {
 
  private:
   int fd_;
+  SocketSet* sockets_;
   UniqueSsl ssl_;
   std::string unread_;
   bool write_shut_ = false;

@@ -19,6 +19,7 @@
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/proc_probe.h"
 
 namespace airlock {
 namespace {
@@ -379,6 +380,118 @@ TEST_F(EgressE2ETest, ProxydKilledAndRestartedReattachesTheSandbox) {
   // The decisions from before the kill are still in the log.
   auto log = Airlock({"policy", "log", "--json", "--sandbox", "net", "--limit", "100000"});
   EXPECT_NE(log.out.find("/before-the-kill"), std::string::npos);
+}
+
+TEST_F(EgressE2ETest, AKeptAliveConnectionHasEachRequestDecidedOnItsOwn) {
+  Allow({absl::StrCat("plain.example.test:", http_.port), "--method", "GET", "--path",
+         "/ok/**"});
+  const std::string base = Http("plain.example.test");
+  // Forward and transparent: curl sends the second request on the first's
+  // connection; it is decided by itself (denied, never seen upstream), and
+  // the third, on a new connection after the 403's close, is allowed.
+  for (const std::string flags : {"", "--noproxy '*' "}) {
+    auto r = Guest("curl -sS -v -m 20 " + flags + base + "/ok/1 " + base + "/no/2 " + base +
+                   "/ok/3 2>&1");
+    EXPECT_NE(r.out.find("upstream saw GET /ok/1"), std::string::npos) << flags << r.out;
+    EXPECT_NE(r.out.find("Re-using existing connection"), std::string::npos) << flags << r.out;
+    EXPECT_NE(r.out.find("< HTTP/1.1 403"), std::string::npos) << flags << r.out;
+    EXPECT_EQ(r.out.find("upstream saw GET /no/2"), std::string::npos) << flags << r.out;
+    EXPECT_NE(r.out.find("upstream saw GET /ok/3"), std::string::npos) << flags << r.out;
+  }
+}
+
+TEST_F(EgressE2ETest, FiveHundredConnectionsFromEachOfTwoSandboxesHoldTheCapsAndLeaveNothing) {
+  Allow({absl::StrCat("plain.example.test:", http_.port)});
+  auto c = Airlock({"create", "--name", "net2", "-m", "1g", "shell"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  ASSERT_EQ(Airlock({"policy", "allow", "network", "--sandbox", "net2",
+                     absl::StrCat("plain.example.test:", http_.port)})
+                .exit_code,
+            0);
+  const std::string run_dir = dir_->path() + "/run";
+  pid_t proxyd = testing::DaemonPid(run_dir, "proxyd");
+  ASSERT_GT(proxyd, 0);
+  // Warm: each sandbox's tunnel and a first request.
+  for (const char* sb : {"net", "net2"}) {
+    auto w = Airlock({"exec", sb, "--", "bash", "-c", kCurl + Http("plain.example.test") + "/warm"});
+    ASSERT_NE(w.out.find("status=200"), std::string::npos) << sb << w.out << w.err;
+  }
+  testing::ProcUsage before = testing::SampleUsage(proxyd);
+  // Each guest opens 500 connections to the forward proxy at once and
+  // holds them, silent, for 20 s.
+  const std::string hold =
+      "n=0; for i in $(seq 500); do exec {fd}<>/dev/tcp/127.0.0.1/3128 && n=$((n+1)); done; "
+      "echo opened=$n; sleep 20";
+  CommandResult held[2];
+  std::thread a([&] { held[0] = Airlock({"exec", "net", "--", "bash", "-c", hold}); });
+  std::thread b([&] { held[1] = Airlock({"exec", "net2", "--", "bash", "-c", hold}); });
+  int peak_threads = before.threads, peak_fds = before.fds;
+  for (int i = 0; i < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    testing::ProcUsage u = testing::SampleUsage(proxyd);
+    peak_threads = std::max(peak_threads, u.threads);
+    peak_fds = std::max(peak_fds, u.fds);
+  }
+  // While both are at their caps, a new request of the first sandbox is
+  // reset (over its cap)... and the host still answers the guests' DNS.
+  auto over = Guest("curl -sS -m 10 -o /dev/null -w '%{http_code}' " +
+                    Http("plain.example.test") + "/over-the-cap 2>&1; echo; getent hosts x.test");
+  a.join();
+  b.join();
+  for (const auto& h : held) EXPECT_NE(h.out.find("opened=500"), std::string::npos) << h.out << h.err;
+  EXPECT_EQ(over.out.find("200"), std::string::npos) << over.out;
+  EXPECT_NE(over.out.find("198.18."), std::string::npos) << over.out;
+  // One handler thread and two descriptors per open connection: both
+  // sandboxes reached their 256 (the load was real), neither passed it.
+  EXPECT_GE(peak_threads, before.threads + 2 * 256 - 8) << "peak " << peak_threads;
+  EXPECT_LE(peak_threads, before.threads + 2 * 256 + 16) << "peak " << peak_threads;
+  EXPECT_LE(peak_fds, before.fds + 2 * 2 * 256 + 32) << "peak " << peak_fds;
+  // Everything is given back once the guests close their ends.
+  testing::ProcUsage after;
+  for (int i = 0; i < 100; ++i) {
+    after = testing::SampleUsage(proxyd);
+    if (after.threads <= before.threads + 2 && after.fds <= before.fds + 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_LE(after.threads, before.threads + 2) << "before " << before.threads;
+  EXPECT_LE(after.fds, before.fds + 2) << "before " << before.fds;
+  // And both sandboxes work as before.
+  for (const char* sb : {"net", "net2"}) {
+    auto w = Airlock({"exec", sb, "--", "bash", "-c", kCurl + Http("plain.example.test") + "/after"});
+    EXPECT_NE(w.out.find("status=200"), std::string::npos) << sb << w.out << w.err;
+  }
+  auto log = ReadFileToString(dir_->path() + "/state/logs/proxyd.log");
+  EXPECT_NE(log.find("connection cap reached"), std::string::npos);
+  Airlock({"rm", "-f", "net2"});
+}
+
+TEST_F(EgressE2ETest, ProxydStoppedMidTransferEndsCleanly) {
+  Allow({absl::StrCat("plain.example.test:", http_.port)});
+  const std::string run_dir = dir_->path() + "/run";
+  pid_t proxyd = testing::DaemonPid(run_dir, "proxyd");
+  ASSERT_GT(proxyd, 0);
+  // A slow download (server-sent events over 1.5 s) in flight when proxyd
+  // is told to stop: it exits on its own (no crash, no hang), the guest's
+  // transfer ends with an error, not a hang, and a restarted proxyd carries
+  // the next request.
+  std::thread transfer([&] {
+    Guest("curl -sS -m 30 " + Http("plain.example.test") + "/sse >/dev/null 2>&1; echo done");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ASSERT_EQ(kill(proxyd, SIGTERM), 0);
+  int waited_ms = 0;
+  while (ProcessAlive(proxyd) && waited_ms < 20000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    waited_ms += 50;
+  }
+  transfer.join();
+  EXPECT_FALSE(ProcessAlive(proxyd)) << "proxyd did not stop within 20 s";
+  auto log = ReadFileToString(dir_->path() + "/state/logs/proxyd.log");
+  EXPECT_EQ(log.find("\"level\":\"fatal\""), std::string::npos);
+  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  auto r = Guest("for i in $(seq 50); do curl -s -m 5 " + Http("plain.example.test") +
+                 "/again | grep -q 'upstream saw' && { echo back; exit 0; }; sleep 0.2; done");
+  EXPECT_NE(r.out.find("back"), std::string::npos) << r.out << r.err;
 }
 
 TEST_F(EgressE2ETest, DecisionLogRecordsEveryPath) {

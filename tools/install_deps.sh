@@ -1,6 +1,7 @@
 #!/bin/bash
 # Installs every Debian 12 package that Airlock's build and runtime need
-# (with --tests, also what the test suites and benchmarks need). Idempotent and non-interactive: packages already present are skipped,
+# (with --tests, also what the test suites need; with --bench, what the
+# benchmarks compare against: squid, nginx, wrk). Idempotent and non-interactive: packages already present are skipped,
 # so a second run does no network I/O at all.
 set -euo pipefail
 
@@ -22,6 +23,11 @@ PACKAGES=(
 if [ "${1:-}" = "--tests" ]; then
   PACKAGES+=(docker-registry skopeo umoci apache2-utils python3-jwt python3-cryptography)
 fi
+# Only with --bench: the reference tools the benchmarks run beside Airlock
+# (each bench starts its own instance on loopback).
+if [ "${1:-}" = "--bench" ]; then
+  PACKAGES+=(squid-openssl nginx-light wrk)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -38,6 +44,14 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 echo "airlock setup: installing ${missing[*]}" >&2
 apt-get -o DPkg::Lock::Timeout=900 -q update >/dev/null
+# Packages that ship a service (nginx, squid, the registry) must not start
+# one: the tests and benchmarks start their own on loopback.
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && own_policy=1
+  trap '[ "$own_policy" -eq 0 ] || rm -f "$policy"' EXIT
+fi
 apt-get -o DPkg::Lock::Timeout=900 -q install -y --no-install-recommends "${missing[@]}" >/dev/null
 # The tests start registries of their own; Debian's package would leave one
 # listening on :5000 as a system service.

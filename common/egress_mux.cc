@@ -1,0 +1,419 @@
+#include "common/egress_mux.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <utility>
+
+namespace airlock {
+
+using agent::v1::EgressFrame;
+using agent::v1::EgressFrames;
+
+namespace {
+
+// A receiver credits back what it wrote out in steps of this much; the
+// sender then always has at least 3/4 of its window (no stall, few frames).
+constexpr uint64_t kCreditStep = kEgressWindow / 4;
+
+void CloseWithReset(int fd) {
+  linger l = {1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+  close(fd);
+}
+
+EgressFrame Frame(uint64_t id) {
+  EgressFrame f;
+  f.set_id(id);
+  return f;
+}
+
+}  // namespace
+
+struct EgressMux::Stream {
+  uint64_t id = 0;
+  int fd = -1;
+  uint32_t events = 0;  // epoll interest now (0: not registered)
+  // Toward the peer.
+  uint64_t send_credit = kEgressWindow;
+  bool read_done = false;  // our eof went out
+  // From the peer.
+  std::string out;         // to write to fd
+  size_t out_off = 0;
+  uint64_t in_flight = 0;  // received, not yet credited back
+  uint64_t written = 0;    // of in_flight, written to fd
+  bool peer_eof = false;
+  bool shut_wr = false;
+};
+
+EgressMux::EgressMux(Send send) : send_(std::move(send)) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  loop_ = std::thread([this] { Loop(); });
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+EgressMux::~EgressMux() {
+  Stop();
+  close(epoll_fd_);
+  close(wake_fd_);
+}
+
+void EgressMux::Stop() {
+  std::call_once(stopped_, [this] {
+    {
+      std::lock_guard<std::mutex> lock(cmd_mu_);
+      stopping_ = true;
+    }
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+    loop_.join();
+    {
+      std::lock_guard<std::mutex> lock(out_mu_);
+      writer_stop_ = true;
+    }
+    out_cv_.notify_all();
+    writer_.join();
+  });
+}
+
+void EgressMux::Push(Command c) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(cmd_mu_);
+    wake = commands_.empty();
+    commands_.push_back(std::move(c));
+  }
+  if (wake) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+}
+
+bool EgressMux::Open(uint64_t id, int fd, const EgressFrame* announce) {
+  {
+    std::lock_guard<std::mutex> lock(cmd_mu_);
+    if (stopping_) {
+      CloseWithReset(fd);
+      return false;
+    }
+  }
+  Command c{Command::kOpen};
+  c.id = id;
+  c.fd = fd;
+  if (announce != nullptr) {
+    c.frame = *announce;
+    c.frame.set_id(id);
+    c.announce = true;
+  }
+  Push(std::move(c));
+  return true;
+}
+
+void EgressMux::Reset(uint64_t id) {
+  Command c{Command::kReset};
+  c.id = id;
+  Push(std::move(c));
+}
+
+void EgressMux::Post(EgressFrame frame) {
+  Command c{Command::kPost};
+  c.frame = std::move(frame);
+  Push(std::move(c));
+}
+
+void EgressMux::Deliver(EgressFrame frame) {
+  Command c{Command::kDeliver};
+  c.id = frame.id();
+  c.frame = std::move(frame);
+  Push(std::move(c));
+}
+
+void EgressMux::Close() { Push(Command{Command::kClose}); }
+
+size_t EgressMux::streams() const {
+  std::lock_guard<std::mutex> lock(count_mu_);
+  return count_;
+}
+
+void EgressMux::Loop() {
+  epoll_event events[64];
+  while (true) {
+    int n = epoll_wait(epoll_fd_, events, 64, -1);
+    if (n < 0 && errno != EINTR) n = 0;
+    DrainCommands();
+    {
+      std::lock_guard<std::mutex> lock(cmd_mu_);
+      if (stopping_) break;
+    }
+    for (int i = 0; i < n; ++i) {
+      uint64_t id = events[i].data.u64;
+      if (id == 0) continue;
+      uint32_t got = events[i].events;
+      auto it = streams_.find(id);
+      if (it == streams_.end()) continue;
+      if ((got & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && it->second->out_off < it->second->out.size()) {
+        WriteTo(*it->second);
+      }
+      it = streams_.find(id);
+      if (it == streams_.end()) continue;
+      if ((got & (EPOLLIN | EPOLLERR | EPOLLHUP)) && (it->second->events & EPOLLIN)) {
+        ReadFrom(*it->second);
+      }
+    }
+    Flush();
+    std::lock_guard<std::mutex> lock(count_mu_);
+    count_ = streams_.size();
+  }
+  // Stopping: every stream ends here, with nothing more sent.
+  for (auto& [id, s] : streams_) CloseWithReset(s->fd);
+  streams_.clear();
+  {
+    std::lock_guard<std::mutex> lock(cmd_mu_);
+    for (Command& c : commands_) {
+      if (c.kind == Command::kOpen) CloseWithReset(c.fd);
+    }
+    commands_.clear();
+  }
+  std::lock_guard<std::mutex> lock(count_mu_);
+  count_ = 0;
+}
+
+void EgressMux::DrainCommands() {
+  uint64_t count;
+  (void)!read(wake_fd_, &count, sizeof(count));
+  std::deque<Command> batch;
+  {
+    std::lock_guard<std::mutex> lock(cmd_mu_);
+    batch.swap(commands_);
+  }
+  for (Command& c : batch) Apply(c);
+}
+
+void EgressMux::Apply(Command& c) {
+  switch (c.kind) {
+    case Command::kOpen: {
+      if (closed_ || c.id == 0 || streams_.count(c.id) != 0) {
+        CloseWithReset(c.fd);
+        return;
+      }
+      fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
+      auto s = std::make_unique<Stream>();
+      s->id = c.id;
+      s->fd = c.fd;
+      Stream& ref = *s;
+      streams_[c.id] = std::move(s);
+      if (c.announce) Emit(std::move(c.frame));
+      UpdateInterest(ref);
+      return;
+    }
+    case Command::kReset:
+      if (streams_.count(c.id) != 0) {
+        Abort(c.id, true);
+      } else if (!closed_) {
+        EgressFrame f = Frame(c.id);
+        f.set_reset(true);
+        Emit(std::move(f));
+      }
+      return;
+    case Command::kPost:
+      if (!closed_) Emit(std::move(c.frame));
+      return;
+    case Command::kClose: {
+      closed_ = true;
+      std::vector<uint64_t> ids;
+      for (auto& [id, s] : streams_) ids.push_back(id);
+      for (uint64_t id : ids) Abort(id, false);
+      return;
+    }
+    case Command::kDeliver:
+      break;
+  }
+  auto it = streams_.find(c.id);
+  if (it == streams_.end()) return;  // ended here; the peer learns or learnt
+  Stream& s = *it->second;
+  EgressFrame& f = c.frame;
+  switch (f.kind_case()) {
+    case EgressFrame::kData:
+      // Data after an eof, or past the window the peer was given, breaks
+      // the protocol: the stream ends.
+      if (s.peer_eof || s.in_flight + f.data().size() > kEgressWindow) {
+        Abort(s.id, true);
+        return;
+      }
+      s.in_flight += f.data().size();
+      if (s.out_off == s.out.size()) {
+        s.out.clear();
+        s.out_off = 0;
+      }
+      s.out.append(f.data());
+      WriteTo(s);
+      return;
+    case EgressFrame::kEof:
+      s.peer_eof = true;
+      WriteTo(s);
+      return;
+    case EgressFrame::kReset:
+      Abort(s.id, false);
+      return;
+    case EgressFrame::kWindow:
+      if (s.send_credit + f.window() > 2ull * kEgressWindow) {
+        Abort(s.id, true);
+        return;
+      }
+      s.send_credit += f.window();
+      UpdateInterest(s);
+      return;
+    default:
+      return;
+  }
+}
+
+void EgressMux::ReadFrom(Stream& s) {
+  static thread_local std::string buf;
+  size_t want = std::min<uint64_t>(s.send_credit, kEgressMaxFrame);
+  buf.resize(want);
+  ssize_t n = read(s.fd, buf.data(), want);
+  if (n > 0) {
+    EgressFrame f = Frame(s.id);
+    f.set_data(buf.data(), n);
+    Emit(std::move(f));
+    s.send_credit -= n;
+    UpdateInterest(s);
+    return;
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  uint64_t id = s.id;
+  if (n < 0) {
+    Abort(id, true);
+    return;
+  }
+  // End of stream: a Reset asked for before the socket was closed comes
+  // first, so a handler's reset is never sent as an eof.
+  DrainCommands();
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  Stream& still = *it->second;
+  EgressFrame f = Frame(id);
+  f.set_eof(true);
+  Emit(std::move(f));
+  still.read_done = true;
+  UpdateInterest(still);
+  MaybeFinish(id);
+}
+
+void EgressMux::WriteTo(Stream& s) {
+  while (s.out_off < s.out.size()) {
+    ssize_t n = send(s.fd, s.out.data() + s.out_off, s.out.size() - s.out_off, MSG_NOSIGNAL);
+    if (n > 0) {
+      s.out_off += n;
+      s.written += n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    Abort(s.id, true);
+    return;
+  }
+  if (s.out_off == s.out.size()) {
+    s.out.clear();
+    s.out_off = 0;
+  }
+  if (s.written >= kCreditStep) {
+    EgressFrame f = Frame(s.id);
+    f.set_window(static_cast<uint32_t>(s.written));
+    Emit(std::move(f));
+    s.in_flight -= s.written;
+    s.written = 0;
+  }
+  if (s.out.empty() && s.peer_eof && !s.shut_wr) {
+    shutdown(s.fd, SHUT_WR);
+    s.shut_wr = true;
+  }
+  UpdateInterest(s);
+  MaybeFinish(s.id);
+}
+
+void EgressMux::MaybeFinish(uint64_t id) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  Stream& s = *it->second;
+  if (!s.read_done || !s.shut_wr) return;
+  close(s.fd);  // both ways done: a clean close
+  streams_.erase(it);
+}
+
+void EgressMux::Abort(uint64_t id, bool tell_peer) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  CloseWithReset(it->second->fd);  // also leaves the epoll set
+  streams_.erase(it);
+  if (tell_peer && !closed_) {
+    EgressFrame f = Frame(id);
+    f.set_reset(true);
+    Emit(std::move(f));
+  }
+}
+
+void EgressMux::UpdateInterest(Stream& s) {
+  uint32_t want = 0;
+  if (!s.read_done && s.send_credit > 0) want |= EPOLLIN;
+  if (s.out_off < s.out.size()) want |= EPOLLOUT;
+  if (want == s.events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u64 = s.id;
+  // An fd with no interest leaves the set: epoll would still report its
+  // hang-up on every wait.
+  if (want == 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
+  } else if (s.events == 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev);
+  } else {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, s.fd, &ev);
+  }
+  s.events = want;
+}
+
+void EgressMux::Emit(EgressFrame f) {
+  std::lock_guard<std::mutex> lock(out_mu_);
+  if (broken_) return;
+  outbox_.push_back(std::move(f));
+}
+
+void EgressMux::Flush() { out_cv_.notify_one(); }
+
+void EgressMux::WriterLoop() {
+  while (true) {
+    EgressFrames batch;
+    {
+      std::unique_lock<std::mutex> lock(out_mu_);
+      out_cv_.wait(lock, [&] { return writer_stop_ || !outbox_.empty(); });
+      if (writer_stop_) return;
+      size_t bytes = 0;
+      while (!outbox_.empty() && bytes < kEgressMaxBatch) {
+        bytes += outbox_.front().data().size() + 16;
+        *batch.add_frames() = std::move(outbox_.front());
+        outbox_.pop_front();
+      }
+    }
+    if (!send_(batch)) {
+      {
+        std::lock_guard<std::mutex> lock(out_mu_);
+        broken_ = true;
+        outbox_.clear();
+      }
+      Close();
+    }
+  }
+}
+
+}  // namespace airlock

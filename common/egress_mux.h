@@ -1,0 +1,134 @@
+// EgressMux carries many byte streams over one ordered message transport:
+// the sandbox's egress tunnel (agent.proto's Egress.Tunnel), where every
+// guest connection is a stream. Both ends use it: the guest agent with the
+// guest's sockets, proxyd with one end of a socket pair per connection
+// (its handler works on the other end like on a socket).
+//
+// What it holds:
+// - Flow control per stream: each side sends at most kEgressWindow bytes
+//   of a stream beyond what the other side has written out and credited
+//   back, so one slow reader never holds more than that in memory and one
+//   stream cannot stall the others on the shared transport. A peer that
+//   sends past its window has its stream reset.
+// - Half-close (eof) and reset both ways; a local socket that fails or is
+//   reset is reset on the other side too.
+// - One thread reads and writes every local socket (epoll), one writes to
+//   the transport; nothing blocks on a single stream.
+// Where it stops: it does not decide anything. Which streams are opened,
+// and what runs on them, is its owner's call.
+#ifndef AIRLOCK_COMMON_EGRESS_MUX_H_
+#define AIRLOCK_COMMON_EGRESS_MUX_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "protos/agent/v1/agent.pb.h"
+
+namespace airlock {
+
+// Bytes of one stream a side may have in flight toward the other.
+inline constexpr uint32_t kEgressWindow = 256 * 1024;
+// Largest data frame, and about the largest batch, the mux sends.
+inline constexpr size_t kEgressMaxFrame = 64 * 1024;
+inline constexpr size_t kEgressMaxBatch = 1024 * 1024;
+
+class EgressMux {
+ public:
+  // Send hands a batch to the transport, false when the transport broke.
+  // Called on the mux's writer thread only, one batch at a time.
+  using Send = std::function<bool(const agent::v1::EgressFrames&)>;
+  explicit EgressMux(Send send);
+  // Stops (see Stop).
+  ~EgressMux();
+  EgressMux(const EgressMux&) = delete;
+  EgressMux& operator=(const EgressMux&) = delete;
+
+  // Open carries the connected socket `fd` (the mux owns it from here) as
+  // stream `id`. With `announce`, that frame (an open) is sent first.
+  // False, with `fd` reset and closed, when the mux is stopped or closed
+  // or `id` is in use.
+  bool Open(uint64_t id, int fd, const agent::v1::EgressFrame* announce = nullptr);
+  // Reset aborts stream `id` both ways: the peer gets a reset frame (also
+  // when the stream is not open here, so a peer waiting on it learns),
+  // the local socket is closed with a reset. A socket closed after its
+  // Reset is never reported to the peer as an eof.
+  void Reset(uint64_t id);
+  // Post sends a frame that is not about a stream (a DNS question or
+  // answer) in order with the rest.
+  void Post(agent::v1::EgressFrame frame);
+  // Deliver passes on a stream frame from the transport (data, eof,
+  // reset, window). Frames for streams that have ended are dropped.
+  void Deliver(agent::v1::EgressFrame frame);
+  // Close resets every stream and refuses new ones (the transport ended).
+  void Close();
+  // Stop closes and waits for the mux's threads; Send is never called
+  // after it returns. Idempotent.
+  void Stop();
+
+  // Streams carried now.
+  size_t streams() const;
+
+ private:
+  struct Stream;
+  struct Command {
+    enum Kind { kOpen, kReset, kPost, kDeliver, kClose } kind;
+    uint64_t id = 0;
+    int fd = -1;
+    agent::v1::EgressFrame frame;
+    bool announce = false;
+  };
+
+  void Loop();
+  void WriterLoop();
+  void Push(Command c);
+  // DrainCommands applies every queued command (loop thread).
+  void DrainCommands();
+  void Apply(Command& c);
+  void ReadFrom(Stream& s);
+  void WriteTo(Stream& s);
+  // Finish closes a stream when both directions are done.
+  void MaybeFinish(uint64_t id);
+  // Abort closes the local socket with a reset; `tell_peer` sends a reset.
+  void Abort(uint64_t id, bool tell_peer);
+  void UpdateInterest(Stream& s);
+  void Emit(agent::v1::EgressFrame f);
+  void Flush();
+
+  Send send_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+
+  // Commands from other threads, applied by the loop.
+  std::mutex cmd_mu_;
+  std::deque<Command> commands_;
+  bool stopping_ = false;
+
+  // Loop thread only.
+  std::map<uint64_t, std::unique_ptr<Stream>> streams_;
+  bool closed_ = false;
+
+  // To the writer thread.
+  std::mutex out_mu_;
+  std::condition_variable out_cv_;
+  std::deque<agent::v1::EgressFrame> outbox_;
+  bool writer_stop_ = false;
+  bool broken_ = false;
+
+  mutable std::mutex count_mu_;
+  size_t count_ = 0;
+
+  std::once_flag stopped_;
+  std::thread loop_, writer_;
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_COMMON_EGRESS_MUX_H_

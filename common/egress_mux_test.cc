@@ -1,0 +1,314 @@
+// Two EgressMuxes back to back over an in-memory transport, each carrying
+// real sockets: bytes, half-closes, resets and flow control as the guest
+// agent and proxyd see them.
+#include "common/egress_mux.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/fd_io.h"
+#include "gtest/gtest.h"
+
+namespace airlock {
+namespace {
+
+using agent::v1::EgressFrame;
+using agent::v1::EgressFrames;
+
+// A connected loopback TCP pair, so a reset shows as ECONNRESET.
+std::pair<int, int> TcpPair() {
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(listen(l, 1), 0);
+  socklen_t len = sizeof(a);
+  getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
+  int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  int s = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+  close(l);
+  return {c, s};
+}
+
+// ReadAll reads until end of stream; *error gets errno of a failed read.
+std::string ReadAll(int fd, int* error = nullptr) {
+  std::string out;
+  char buf[65536];
+  while (true) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && error != nullptr) *error = errno;
+    if (n <= 0) return out;
+    out.append(buf, n);
+  }
+}
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed * 7 + i / 4096) & 0xff);
+  return s;
+}
+
+// Link joins a "guest" mux and a "host" mux. Each guest connection is a
+// TCP pair: the test's app end, and the end the guest mux carries. The
+// host side answers each open with a TCP pair too, whose app end the test
+// takes from host_apps.
+class Link {
+ public:
+  Link() {
+    guest = std::make_unique<EgressMux>([this](const EgressFrames& b) {
+      if (cut) return false;
+      for (const EgressFrame& f : b.frames()) ToHost(f);
+      return true;
+    });
+    host = std::make_unique<EgressMux>([this](const EgressFrames& b) {
+      if (cut) return false;
+      for (const EgressFrame& f : b.frames()) {
+        if (f.kind_case() == EgressFrame::kReset) host_resets++;
+        guest->Deliver(f);
+      }
+      return true;
+    });
+  }
+  ~Link() {
+    guest->Stop();
+    host->Stop();
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [id, fd] : host_apps) close(fd);
+  }
+
+  // Connect opens a guest connection; returns the app's end.
+  int Connect(uint64_t id) {
+    auto [app, carried] = TcpPair();
+    EgressFrame open;
+    open.mutable_open()->set_via(agent::v1::EGRESS_FORWARD);
+    EXPECT_TRUE(guest->Open(id, carried, &open));
+    return app;
+  }
+  // HostApp waits for the host side of stream `id`.
+  int HostApp(uint64_t id) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return host_apps.count(id) != 0; });
+    if (host_apps.count(id) == 0) return -1;
+    int fd = host_apps[id];
+    host_apps.erase(id);
+    return fd;
+  }
+
+  std::unique_ptr<EgressMux> guest, host;
+  std::atomic<bool> cut{false};
+  std::atomic<int> host_resets{0};
+  std::atomic<int> guest_eofs{0};
+
+ private:
+  void ToHost(const EgressFrame& f) {
+    if (f.kind_case() == EgressFrame::kOpen) {
+      auto [app, carried] = TcpPair();
+      host->Open(f.id(), carried);
+      std::lock_guard<std::mutex> lock(mu);
+      host_apps[f.id()] = app;
+      cv.notify_all();
+      return;
+    }
+    if (f.kind_case() == EgressFrame::kEof) guest_eofs++;
+    host->Deliver(f);
+  }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint64_t, int> host_apps;
+};
+
+TEST(EgressMuxTest, BytesBothWaysAndHalfClose) {
+  Link link;
+  int guest = link.Connect(1);
+  int host = link.HostApp(1);
+  ASSERT_GE(host, 0);
+  ASSERT_TRUE(WriteAll(guest, "GET / HTTP/1.1\r\n\r\n"));
+  shutdown(guest, SHUT_WR);
+  EXPECT_EQ(ReadAll(host), "GET / HTTP/1.1\r\n\r\n");
+  // The guest's half-close reached the host; the other way still flows.
+  ASSERT_TRUE(WriteAll(host, "HTTP/1.1 200 OK\r\n\r\nhi"));
+  close(host);
+  EXPECT_EQ(ReadAll(guest), "HTTP/1.1 200 OK\r\n\r\nhi");
+  close(guest);
+  for (int i = 0; i < 200 && (link.guest->streams() + link.host->streams()) > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(link.guest->streams(), 0u);
+  EXPECT_EQ(link.host->streams(), 0u);
+}
+
+TEST(EgressMuxTest, ManyMegabytesBothWaysAtOnceArriveWhole) {
+  Link link;
+  int guest = link.Connect(1);
+  int host = link.HostApp(1);
+  std::string up = Pattern(8 << 20, 1), down = Pattern(8 << 20, 2);
+  std::string got_up, got_down;
+  std::thread w1([&] { WriteAll(guest, up); shutdown(guest, SHUT_WR); });
+  std::thread w2([&] { WriteAll(host, down); shutdown(host, SHUT_WR); });
+  std::thread r1([&] { got_down = ReadAll(guest); });
+  got_up = ReadAll(host);
+  r1.join();
+  w1.join();
+  w2.join();
+  EXPECT_TRUE(got_up == up) << got_up.size();
+  EXPECT_TRUE(got_down == down) << got_down.size();
+  close(guest);
+  close(host);
+}
+
+TEST(EgressMuxTest, AStalledReaderHoldsOnlyItsWindowAndOthersFlow) {
+  Link link;
+  int stalled_guest = link.Connect(1);
+  int stalled_host = link.HostApp(1);
+  // Nobody reads the host end of stream 1: the guest's writes stop once
+  // the socket buffers and one window are full.
+  std::atomic<size_t> sent{0};
+  std::thread writer([&] {
+    std::string chunk(65536, 'x');
+    while (sent < (64u << 20)) {
+      ssize_t n = send(stalled_guest, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+      if (n <= 0) return;
+      sent += n;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  size_t stuck_at = sent.load();
+  EXPECT_LT(stuck_at, 16u << 20) << "flow control did not stop the sender";
+  // Another stream is not held up behind it.
+  int guest = link.Connect(3);
+  int host = link.HostApp(3);
+  ASSERT_TRUE(WriteAll(guest, "ping"));
+  char buf[4];
+  ASSERT_EQ(read(host, buf, 4), 4);
+  EXPECT_EQ(std::string(buf, 4), "ping");
+  // Reading the stalled stream lets everything through.
+  shutdown(stalled_guest, SHUT_RD);
+  std::thread drain([&] { ReadAll(stalled_host); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_GT(sent.load(), stuck_at);
+  close(stalled_guest);  // ends the writer's send with an error
+  writer.join();
+  drain.join();
+  for (int fd : {stalled_host, guest, host}) close(fd);
+}
+
+TEST(EgressMuxTest, ResetIsATcpResetOnTheOtherSide) {
+  Link link;
+  int guest = link.Connect(1);
+  ASSERT_GE(link.HostApp(1), 0);
+  link.host->Reset(1);
+  int error = 0;
+  EXPECT_EQ(ReadAll(guest, &error), "");
+  EXPECT_EQ(error, ECONNRESET);
+  close(guest);
+}
+
+TEST(EgressMuxTest, ResetBeforeCloseIsNeverSentAsEof) {
+  // proxyd's handler asks for a reset and then closes its end at once:
+  // the guest must see the reset, in every interleaving.
+  Link link;
+  for (uint64_t id = 1; id < 400; id += 2) {
+    int guest = link.Connect(id);
+    int host = link.HostApp(id);
+    ASSERT_GE(host, 0);
+    link.host->Reset(id);
+    close(host);
+    int error = 0;
+    ReadAll(guest, &error);
+    ASSERT_EQ(error, ECONNRESET) << "stream " << id;
+    close(guest);
+  }
+  EXPECT_EQ(link.guest_eofs.load(), 0);
+}
+
+TEST(EgressMuxTest, ResetOfAStreamNotOpenHereStillReachesThePeer) {
+  Link link;
+  int guest = link.Connect(5);
+  int host = link.HostApp(5);
+  link.host->Stop();  // the host side forgets every stream
+  close(host);
+  // A refusal of a stream the host never carried (over its cap, say).
+  std::vector<EgressFrames> sent;
+  EgressMux refuser([&](const EgressFrames& b) {
+    sent.push_back(b);
+    return true;
+  });
+  refuser.Reset(7);
+  for (int i = 0; i < 200 && sent.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent[0].frames_size(), 1);
+  EXPECT_EQ(sent[0].frames(0).id(), 7u);
+  EXPECT_TRUE(sent[0].frames(0).reset());
+  close(guest);
+}
+
+TEST(EgressMuxTest, DataPastTheWindowResetsTheStream) {
+  std::mutex mu;
+  std::vector<EgressFrame> sent;
+  EgressMux mux([&](const EgressFrames& b) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& f : b.frames()) sent.push_back(f);
+    return true;
+  });
+  int sp[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+  int small = 4096;
+  setsockopt(sp[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  int app = sp[0];
+  mux.Open(9, sp[1]);
+  // The app reads nothing, so the small socket buffer fills and nothing
+  // more is credited; the peer then sends more than it was given.
+  std::string chunk(kEgressMaxFrame, 'y');
+  for (size_t given = 0; given <= kEgressWindow; given += chunk.size()) {
+    EgressFrame f;
+    f.set_id(9);
+    f.set_data(chunk);
+    mux.Deliver(f);
+  }
+  bool reset = false;
+  for (int i = 0; i < 400 && !reset; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& f : sent) reset = reset || (f.id() == 9 && f.reset());
+  }
+  EXPECT_TRUE(reset);
+  ReadAll(app);  // ends: the mux closed its end
+  close(app);
+}
+
+TEST(EgressMuxTest, ABrokenTransportResetsEveryStream) {
+  Link link;
+  int a = link.Connect(1);
+  int b = link.Connect(3);
+  int ha = link.HostApp(1), hb = link.HostApp(3);
+  link.cut = true;
+  ASSERT_TRUE(WriteAll(a, "x"));  // the guest's next send fails
+  for (int fd : {a, b}) {
+    int error = 0;
+    ReadAll(fd, &error);
+    EXPECT_EQ(error, ECONNRESET);
+    close(fd);
+  }
+  // Opens after the break are refused at once.
+  int late = link.Connect(5);
+  int error = 0;
+  ReadAll(late, &error);
+  EXPECT_EQ(error, ECONNRESET);
+  for (int fd : {late, ha, hb}) close(fd);
+}
+
+}  // namespace
+}  // namespace airlock
