@@ -30,8 +30,17 @@ proxyd-only case.
                  once at the upstream before measuring). Through proxyd only:
                  squid has no credential injection.
 
---cases picks the cases to run (comma list of http, https, connect, inject;
-default all); squid is started only for the first three.
+  5 through a    the same nginx from inside a real sandbox (a 1 GiB shell
+    sandbox      guest; the images of tools/build_images.sh): a --mib MiB
+                 TLS download through a CONNECT tunnel by the guest's curl,
+                 and 300 sequential GETs of /small by one guest curl on a
+                 kept-alive connection (each decided on its own); beside
+                 the same curl commands on the host through the harness
+                 (proxyd without the VM's virtio-serial transport) and
+                 direct. guest/harness is the channel's own cost.
+
+--cases picks the cases to run (comma list of http, https, connect, inject,
+vm; default all); squid is started only for the first three.
 
 proxyd is driven through bench/egress_harness, the guest agent's real egress
 endpoint run on the host and attached to proxyd as a sandbox: the figures
@@ -72,7 +81,7 @@ ap.add_argument("--concurrency", type=int, default=8)
 ap.add_argument("--duration", type=float, default=5.0)
 ap.add_argument("--mib", type=int, default=256)
 ap.add_argument("--repeat", type=int, default=3)
-ALL_CASES = ["http", "https", "connect", "inject"]
+ALL_CASES = ["http", "https", "connect", "inject", "vm"]
 ap.add_argument("--cases", default=",".join(ALL_CASES),
                 help="comma list of the cases to run: " + ",".join(ALL_CASES) + " (default all)")
 here = os.path.dirname(os.path.abspath(__file__))
@@ -653,8 +662,8 @@ try:
        "openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out up.pem -days 2 "
        "-extfile ext 2>/dev/null", tmp)
     nginx_plain = nginx_tls = None
-    if cases & {"http", "connect"}:
-        nginx_plain, nginx_tls = start_nginx(args.mib if "connect" in cases else 1)
+    if cases & {"http", "connect", "vm"}:
+        nginx_plain, nginx_tls = start_nginx(args.mib if cases & {"connect", "vm"} else 1)
     http_port = nginx_plain if "http" in cases else None
     # proxyd intercepts this port
     bump_up = start_upstream("https-intercept", True) if "https" in cases else None
@@ -676,6 +685,11 @@ try:
                 "/**", "--sandbox", "bench")
     if tunnel_up:
         airlock("policy", "allow", "network", f"{HOST}:{tunnel_up}", "--sandbox", "bench")
+    if "vm" in cases:
+        for port in (nginx_plain, nginx_tls):
+            for sb in ("bench", "benchvm"):
+                if port not in (http_port, tunnel_up) or sb == "benchvm":
+                    airlock("policy", "allow", "network", f"{HOST}:{port}", "--sandbox", sb)
     if inject_up:
         # The same rule for both names: both intercepted, only one credentialed.
         for n in (CRED_HOST, NOCRED_HOST):
@@ -914,6 +928,78 @@ try:
             c1 = cpu_seconds(proxyd_pids)
             cpu[col] = {k: c1[k] - c0[k] for k in c1} if c0 and c1 else None
         report_inject(res, cpu)
+        print()
+
+    if "vm" in cases:
+        print(f"5. through a real sandbox: nginx from inside a 1 GiB guest (min/median/max of "
+              f"{args.repeat})")
+        NREQ = 300
+        small = f"http://{HOST}:{nginx_plain}/small?[1-{NREQ}]"
+        big = f"https://{HOST}:{nginx_tls}/big.bin"
+        timed_curl = ("s=$(date +%s%N); curl -sS -o /dev/null {flags} '{url}' || exit 1; "
+                      "e=$(date +%s%N); echo $(( (e - s) / 1000 ))")
+
+        def host_run(flags, url):
+            r = subprocess.run(["bash", "-c", timed_curl.format(flags=flags, url=url)],
+                               capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                raise RuntimeError(r.stderr.strip())
+            return int(r.stdout.split()[-1]) / 1e6
+
+        vm_error = None
+        try:
+            r = subprocess.run([args.airlock, "create", "--name", "benchvm", "-m", "1g", "shell"],
+                               env=env, capture_output=True, text=True, timeout=300)
+            if r.returncode != 0:
+                raise RuntimeError(f"airlock create failed: {r.stderr.strip()}")
+            subprocess.run([args.airlock, "exec", "-i", "benchvm", "--", "sh", "-c",
+                            "cat > /tmp/ca.pem"], env=env, input=open(tmp + "/ca.pem").read(),
+                           capture_output=True, text=True, check=True)
+        except Exception as e:
+            vm_error = str(e)
+            print(f"  not measured: {vm_error}")
+
+        def guest_run(flags, url):
+            r = subprocess.run([args.airlock, "exec", "benchvm", "--", "bash", "-c",
+                                timed_curl.format(flags=flags, url=url)], env=env,
+                               capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                raise RuntimeError(f"in the guest: {r.stderr.strip() or r.stdout.strip()}")
+            return int(r.stdout.split()[-1]) / 1e6
+
+        if vm_error is None:
+            harness_proxy = f"--proxy http://127.0.0.1:{forward_port}"
+            resolve = f"--resolve {HOST}:{nginx_tls}:127.0.0.1 --resolve {HOST}:{nginx_plain}:127.0.0.1"
+            dl_flags = f"--cacert {tmp}/ca.pem {resolve}"
+            ways = {
+                "download MiB/s": (
+                    lambda: guest_run("--cacert /tmp/ca.pem", big),
+                    lambda: host_run(f"{harness_proxy} --proxytunnel {dl_flags}", big),
+                    lambda: host_run(dl_flags, big), lambda t: args.mib / t),
+                f"{NREQ} kept-alive GETs, requests/s": (
+                    lambda: guest_run("", small),
+                    lambda: host_run(f"{harness_proxy} {resolve}", small),
+                    lambda: host_run(resolve, small), lambda t: NREQ / t),
+            }
+            cols = ["guest (proxyd)", "host harness", "direct"]
+            print(f"  {'min/median/max':36}" + "".join(f"{c:>20}" for c in cols)
+                  + f"{'guest/harness':>15}{'guest/direct':>14}")
+            for label, (g, h, d, rate) in ways.items():
+                figs = []
+                for fn in (g, h, d):
+                    try:
+                        figs.append(mmm3([rate(fn()) for _ in range(args.repeat)]))
+                    except Exception as e:
+                        print(f"  {label}: failed: {e}")
+                        figs.append(None)
+                med = [f[1] if f else None for f in figs]
+                print(f"  {label:36}" + "".join(f"{fmt3(f, '.1f'):>20}" for f in figs)
+                      + f"{fmt(ratio(med[0], med[1]), '.2f'):>15}"
+                      + f"{fmt(ratio(med[0], med[2]), '.2f'):>14}")
+            print("  guest column: curl in the guest (HTTPS_PROXY, the guest's agent, the egress "
+                  "port, proxyd);\n  harness column: the same curl on the host through the "
+                  "agent's egress endpoint run on the host")
+        subprocess.run([args.airlock, "rm", "-f", "benchvm"], env=env, capture_output=True)
         print()
 
     other = (host_busy_seconds() - busy0) - (own_cpu_seconds(ours) - own0)

@@ -58,7 +58,6 @@ EgressMux::EgressMux(Send send) : send_(std::move(send)) {
   ev.data.u64 = 0;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   loop_ = std::thread([this] { Loop(); });
-  writer_ = std::thread([this] { WriterLoop(); });
 }
 
 EgressMux::~EgressMux() {
@@ -76,12 +75,6 @@ void EgressMux::Stop() {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
     loop_.join();
-    {
-      std::lock_guard<std::mutex> lock(out_mu_);
-      writer_stop_ = true;
-    }
-    out_cv_.notify_all();
-    writer_.join();
   });
 }
 
@@ -384,35 +377,22 @@ void EgressMux::UpdateInterest(Stream& s) {
 }
 
 void EgressMux::Emit(EgressFrame f) {
-  std::lock_guard<std::mutex> lock(out_mu_);
   if (broken_) return;
-  outbox_.push_back(std::move(f));
+  outbox_bytes_ += f.data().size() + 16;
+  *outbox_.add_frames() = std::move(f);
+  if (outbox_bytes_ >= kEgressMaxBatch) Flush();
 }
 
-void EgressMux::Flush() { out_cv_.notify_one(); }
-
-void EgressMux::WriterLoop() {
-  while (true) {
-    EgressFrames batch;
-    {
-      std::unique_lock<std::mutex> lock(out_mu_);
-      out_cv_.wait(lock, [&] { return writer_stop_ || !outbox_.empty(); });
-      if (writer_stop_) return;
-      size_t bytes = 0;
-      while (!outbox_.empty() && bytes < kEgressMaxBatch) {
-        bytes += outbox_.front().data().size() + 16;
-        *batch.add_frames() = std::move(outbox_.front());
-        outbox_.pop_front();
-      }
-    }
-    if (!send_(batch)) {
-      {
-        std::lock_guard<std::mutex> lock(out_mu_);
-        broken_ = true;
-        outbox_.clear();
-      }
-      Close();
-    }
+void EgressMux::Flush() {
+  if (broken_ || outbox_.frames_size() == 0) return;
+  bool ok = send_(outbox_);
+  outbox_.Clear();
+  outbox_bytes_ = 0;
+  if (!ok) {
+    // The transport broke: nothing more can reach the peer.
+    broken_ = true;
+    Command close{Command::kClose};
+    Apply(close);
   }
 }
 

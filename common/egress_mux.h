@@ -12,8 +12,8 @@
 //   sends past its window has its stream reset.
 // - Half-close (eof) and reset both ways; a local socket that fails or is
 //   reset is reset on the other side too.
-// - One thread reads and writes every local socket (epoll), one writes to
-//   the transport; nothing blocks on a single stream.
+// - One thread reads and writes every local socket (epoll) and sends each
+//   turn's frames as one batch; nothing blocks on a single stream.
 // Where it stops: it does not decide anything. Which streams are opened,
 // and what runs on them, is its owner's call.
 #ifndef AIRLOCK_COMMON_EGRESS_MUX_H_
@@ -43,7 +43,8 @@ inline constexpr size_t kEgressMaxBatch = 1024 * 1024;
 class EgressMux {
  public:
   // Send hands a batch to the transport, false when the transport broke.
-  // Called on the mux's writer thread only, one batch at a time.
+  // Called on the mux's thread only, one batch at a time; it may block
+  // (the transport's flow control), which pauses the mux, never the peer.
   using Send = std::function<bool(const agent::v1::EgressFrames&)>;
   explicit EgressMux(Send send);
   // Stops (see Stop).
@@ -87,7 +88,6 @@ class EgressMux {
   };
 
   void Loop();
-  void WriterLoop();
   void Push(Command c);
   // DrainCommands applies every queued command (loop thread).
   void DrainCommands();
@@ -115,18 +115,17 @@ class EgressMux {
   std::map<uint64_t, std::unique_ptr<Stream>> streams_;
   bool closed_ = false;
 
-  // To the writer thread.
-  std::mutex out_mu_;
-  std::condition_variable out_cv_;
-  std::deque<agent::v1::EgressFrame> outbox_;
-  bool writer_stop_ = false;
+  // Frames for the transport, sent as one batch at the end of each turn
+  // of the loop (or when a batch is full).
+  agent::v1::EgressFrames outbox_;
+  size_t outbox_bytes_ = 0;
   bool broken_ = false;
 
   mutable std::mutex count_mu_;
   size_t count_ = 0;
 
   std::once_flag stopped_;
-  std::thread loop_, writer_;
+  std::thread loop_;
 };
 
 }  // namespace airlock

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netfilter_ipv4.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -163,6 +164,10 @@ void EgressService::AcceptLoop(int listen_fd, EgressVia via) {
       if (stopping_) return;
       continue;
     }
+    // What proxyd sends back arrives in pieces (a response head, then its
+    // body): each goes out at once, not held back by Nagle.
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     EgressFrame open;
     auto* c = open.mutable_open();
     c->set_via(via);

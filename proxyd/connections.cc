@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <system_error>
 
 namespace airlock::proxyd {
@@ -25,47 +26,85 @@ void ConnectionCaps::Release(std::atomic<uint64_t>* sandbox_open) {
 }
 
 bool HandlerThreads::Spawn(std::function<void()> fn) {
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread t;
-  try {
-    t = std::thread([fn = std::move(fn), done] {
-      fn();
-      done->store(true);
-    });
-  } catch (const std::system_error&) {
-    return false;
-  }
-  std::list<Entry> finished;
+  std::list<std::thread> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = threads_.begin(); it != threads_.end();) {
+    if (stopping_) return false;
+    // Join workers that ended idle (their threads have returned).
+    for (auto it = workers_.begin(); it != workers_.end() && !ended_.empty();) {
+      auto e = std::find(ended_.begin(), ended_.end(), it->get_id());
+      if (e == ended_.end()) {
+        ++it;
+        continue;
+      }
+      ended_.erase(e);
       auto next = std::next(it);
-      if (it->done->load()) finished.splice(finished.end(), threads_, it);
+      done.splice(done.end(), workers_, it);
       it = next;
     }
-    threads_.push_back(Entry{std::move(t), done});
+    if (idle_workers_ > queue_.size()) {
+      queue_.push_back(std::move(fn));
+      running_++;
+      cv_.notify_one();
+      fn = nullptr;
+    }
   }
-  for (Entry& e : finished) e.thread.join();
+  for (std::thread& t : done) t.join();
+  if (fn == nullptr) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    running_++;
+    workers_.emplace_back([this, fn = std::move(fn)]() mutable { Work(std::move(fn)); });
+  } catch (const std::system_error&) {
+    running_--;
+    return false;
+  }
   return true;
 }
 
-void HandlerThreads::JoinAll() {
+void HandlerThreads::Work(std::function<void()> first) {
+  std::function<void()> fn = std::move(first);
   while (true) {
-    std::list<Entry> all;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (threads_.empty()) return;
-      all.swap(threads_);
+    fn();
+    fn = nullptr;
+    std::unique_lock<std::mutex> lock(mu_);
+    running_--;
+    cv_.notify_all();  // JoinAll may wait for running_ to reach 0
+    idle_workers_++;
+    bool woke = cv_.wait_for(lock, idle_, [&] { return stopping_ || !queue_.empty(); });
+    idle_workers_--;
+    if (!woke || queue_.empty()) {
+      // Idle too long, or stopping: this worker ends.
+      if (!stopping_) ended_.push_back(std::this_thread::get_id());
+      return;
     }
-    for (Entry& e : all) e.thread.join();
+    fn = std::move(queue_.front());
+    queue_.pop_front();
   }
+}
+
+void HandlerThreads::JoinAll() {
+  std::list<std::thread> all;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Queued handlers still run (a worker was promised to each).
+    cv_.wait(lock, [&] { return running_ == 0; });
+    stopping_ = true;
+    cv_.notify_all();
+    all.swap(workers_);
+    ended_.clear();
+  }
+  for (std::thread& t : all) t.join();
 }
 
 size_t HandlerThreads::running() const {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  for (const Entry& e : threads_) n += e.done->load() ? 0 : 1;
-  return n;
+  return running_;
+}
+
+size_t HandlerThreads::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return workers_.size() - ended_.size();
 }
 
 void SocketSet::Add(int fd) {

@@ -7,6 +7,9 @@
 #define AIRLOCK_PROXYD_CONNECTIONS_H_
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -14,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 namespace airlock::proxyd {
 
@@ -42,29 +46,43 @@ class ConnectionCaps {
   std::atomic<uint64_t> open_{0};
 };
 
-// HandlerThreads runs each connection's handler on a thread of its own and
-// joins them all: finished ones as new ones start, the rest in JoinAll.
+// HandlerThreads runs each connection's handler on a thread of its own:
+// a worker that finished one handler waits a while for the next (a thread
+// start costs more than a small request), and JoinAll ends and joins them
+// all. Nothing is detached.
 class HandlerThreads {
  public:
-  HandlerThreads() = default;
+  // Workers idle longer than `idle` end.
+  explicit HandlerThreads(std::chrono::milliseconds idle = std::chrono::seconds(10))
+      : idle_(idle) {}
   ~HandlerThreads() { JoinAll(); }
   HandlerThreads(const HandlerThreads&) = delete;
   HandlerThreads& operator=(const HandlerThreads&) = delete;
 
-  // Spawn starts `fn`; false when no thread can be started.
+  // Spawn runs `fn` on an idle worker or a new one; false when no thread
+  // can be started (or JoinAll has begun).
   bool Spawn(std::function<void()> fn);
-  // JoinAll waits for every handler started so far.
+  // JoinAll waits for every handler started so far, then for every worker
+  // to end; Spawn refuses from then on.
   void JoinAll();
-  // Running handlers (started, not yet joined or finished).
+  // Handlers running now.
   size_t running() const;
+  // Worker threads alive now (running or idle).
+  size_t threads() const;
 
  private:
-  struct Entry {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
+  void Work(std::function<void()> first);
+
+  const std::chrono::milliseconds idle_;
   mutable std::mutex mu_;
-  std::list<Entry> threads_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  size_t idle_workers_ = 0;
+  size_t running_ = 0;
+  bool stopping_ = false;
+  std::list<std::thread> workers_;
+  // Workers that ended on their own, joined by the next Spawn or JoinAll.
+  std::vector<std::thread::id> ended_;
 };
 
 // SocketSet tracks the sockets handlers may block on.

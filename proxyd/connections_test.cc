@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -64,6 +65,39 @@ TEST(HandlerThreadsTest, EveryHandlerIsJoined) {
     EXPECT_EQ(ran.load(), 50);
     EXPECT_EQ(threads.running(), 0u);
   }
+}
+
+TEST(HandlerThreadsTest, AnIdleWorkerTakesTheNextHandlerAndEndsWhenIdleLong) {
+  HandlerThreads threads(std::chrono::milliseconds(300));
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(threads.Spawn([&] {
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(std::this_thread::get_id());
+    }));
+    while (threads.running() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // One after the other: one worker served them all.
+  EXPECT_EQ(ids.size(), 1u);
+  EXPECT_EQ(threads.threads(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(threads.threads(), 0u);
+  // A new handler after that gets a new worker.
+  ASSERT_TRUE(threads.Spawn([] {}));
+  threads.JoinAll();
+  EXPECT_FALSE(threads.Spawn([] {}));
+}
+
+TEST(HandlerThreadsTest, JoinAllWaitsForHandlersStillRunning) {
+  HandlerThreads threads;
+  std::atomic<bool> finished{false};
+  ASSERT_TRUE(threads.Spawn([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    finished = true;
+  }));
+  threads.JoinAll();
+  EXPECT_TRUE(finished.load());
 }
 
 TEST(SocketSetTest, ShutdownAllEndsABlockedReadAndLaterAdds) {

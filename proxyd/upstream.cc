@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <netdb.h>
 #include <poll.h>
 #include <string.h>
@@ -215,6 +216,10 @@ absl::StatusOr<int> ConnectTo(const Address& addr, uint16_t port, std::chrono::s
     return absl::UnavailableError(absl::StrCat("cannot connect to ", where, ": ", err));
   }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  // A request head and its body go out as separate writes: without this,
+  // Nagle holds the second until the first is acknowledged.
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   return fd;
 }
 
