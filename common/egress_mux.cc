@@ -140,6 +140,12 @@ size_t EgressMux::streams() const {
 void EgressMux::Loop() {
   epoll_event events[64];
   while (true) {
+    // Checked before each wait too: a nested DrainCommands may have taken
+    // the wake-up Stop wrote.
+    {
+      std::lock_guard<std::mutex> lock(cmd_mu_);
+      if (stopping_) break;
+    }
     int n = epoll_wait(epoll_fd_, events, 64, -1);
     if (n < 0 && errno != EINTR) n = 0;
     DrainCommands();

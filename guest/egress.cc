@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <fstream>
 #include <thread>
 
@@ -263,11 +264,22 @@ grpc::Status EgressService::Tunnel(grpc::ServerContext* ctx,
       return grpc::Status(grpc::StatusCode::INTERNAL, std::string(s.message()));
     }
   }
-  // An empty message says the CA is in place and the tunnel is live; the
-  // mux writes everything after it.
-  if (!stream->Write(EgressFrames())) return grpc::Status::OK;
-  auto mux = std::make_shared<EgressMux>(
-      [stream](const EgressFrames& batch) { return stream->Write(batch); });
+  // The mux is live before the empty message that says the tunnel is (so
+  // a connection made the moment proxyd hears it is carried, not reset),
+  // but sends nothing until that message is written: it comes first.
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool open = false;
+  };
+  auto gate = std::make_shared<Gate>();
+  auto mux = std::make_shared<EgressMux>([stream, gate](const EgressFrames& batch) {
+    {
+      std::unique_lock<std::mutex> lock(gate->mu);
+      gate->cv.wait(lock, [&] { return gate->open; });
+    }
+    return stream->Write(batch);
+  });
   std::shared_ptr<EgressMux> previous;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -278,6 +290,13 @@ grpc::Status EgressService::Tunnel(grpc::ServerContext* ctx,
     tunnel_ctx_ = ctx;
     dns_.clear();
   }
+  bool live = stream->Write(EgressFrames());
+  {
+    std::lock_guard<std::mutex> lock(gate->mu);
+    gate->open = true;
+  }
+  gate->cv.notify_all();
+  if (!live) ctx->TryCancel();  // the Read below ends at once
   if (previous) previous->Close();
   while (stream->Read(&in)) {
     for (EgressFrame& f : *in.mutable_frames()) {

@@ -1,0 +1,171 @@
+// Private to proxyd's attachment: one sandbox's egress state
+// (Attachment::State) and what its stages share. The stages, each in a file
+// of its own:
+//   attachment.cc      the public Attachment, following the policy, Decide
+//   tunnel.cc          the egress tunnel: connections in (caps, handler
+//                      threads) and DNS questions answered
+//   outbound.cc        connecting an allowed destination (protected ranges,
+//                      the operator's proxy), credentials, the decision log
+//   traffic_paths.cc   forward, transparent and inspected connections
+//   http_exchange.cc   one HTTP exchange: request -> decide -> inject ->
+//                      upstream -> response, and kept-alive connections
+#ifndef AIRLOCK_PROXYD_ATTACHMENT_STATE_H_
+#define AIRLOCK_PROXYD_ATTACHMENT_STATE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/egress_mux.h"
+#include "common/policy/rules.h"
+#include "protos/agent/v1/agent.grpc.pb.h"
+#include "protos/proxy/v1/proxy.pb.h"
+#include "proxyd/attachment.h"
+#include "proxyd/connections.h"
+#include "proxyd/inject.h"
+#include "proxyd/stream.h"
+#include "proxyd/upstream.h"
+
+namespace airlock::proxyd {
+
+namespace agentpb = airlock::agent::v1;
+namespace pb = airlock::proxy::v1;
+
+inline constexpr size_t kMaxHead = 64 * 1024;
+inline constexpr auto kUpstreamConnectTimeout = std::chrono::seconds(15);
+inline constexpr auto kIdleTimeout = std::chrono::seconds(600);
+
+// Verdict is a decision plus what the log and a 403 need.
+struct Verdict {
+  bool allow = false;
+  bool inspect = false;
+  std::string rule_id;
+  std::string rule_text;  // "" for the default deny
+  std::string reason;
+  // Ids of the credentials placed in the request, comma-separated.
+  std::string credential;
+  // The deciding rule names an address or range (not a host name or "**").
+  bool address_rule = false;
+  // Path rules apply to the host (policy::Decision::path_rules).
+  bool path_rules = false;
+  // The deciding rule is "**" (any host), not one naming this host.
+  bool any_host_rule = false;
+};
+
+// ErrorResponse is proxyd's own answer to a request it cannot serve
+// (400, 422, 431, 502): text, closing the connection.
+std::string ErrorResponse(int status, absl::string_view reason, absl::string_view body);
+// NowMs is the wall clock in milliseconds.
+int64_t NowMs();
+
+struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
+  std::string sandbox;
+  std::string channel_path;
+  ProxyContext* px;
+  SyntheticNames names;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  bool ready = false;
+  std::string last_error;
+  std::shared_ptr<const policy::RuleSet> rules;
+  std::string policy_error;  // why the last snapshot was refused
+  uint64_t revision = 0;
+  std::set<grpc::ClientContext*> calls;  // cancelled on Stop
+  std::atomic<uint64_t> open{0};  // connections holding a slot of px->caps
+  HandlerThreads handlers;
+  SocketSet sockets;
+  std::atomic<int64_t> last_secrets_warning{0};
+  std::atomic<int64_t> last_cap_warning{0};
+
+  bool Stopping() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return stopping;
+  }
+  bool Track(grpc::ClientContext* ctx) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (stopping) return false;
+    calls.insert(ctx);
+    return true;
+  }
+  void Untrack(grpc::ClientContext* ctx) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.erase(ctx);
+  }
+  void Sleep(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, d, [&] { return stopping; });
+  }
+
+  void FollowPolicy();
+  // RunTunnel keeps the egress tunnel to the guest open (reopening it when
+  // it breaks) and hands each guest connection and DNS query it carries
+  // to Accept and AnswerDns.
+  void RunTunnel();
+  // Accept takes a slot for guest connection `id` and starts its handler,
+  // or resets it (over a cap).
+  void Accept(const std::shared_ptr<EgressMux>& mux, uint64_t id,
+              const agentpb::EgressConnection& c);
+  // Serve decides and carries one guest connection, `fd` its end of the
+  // pair the mux carries.
+  void Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id,
+             const agentpb::EgressConnection& c, int fd);
+  void AnswerDns(EgressMux* mux, uint64_t id, const std::string& packet);
+  // Credentials asks secretsd what to place in a request to `host`:`port`; none
+  // when secretsd has none or cannot be reached (the request then carries
+  // only the sentinel, never anything else).
+  std::vector<Placement> Credentials(const std::string& host, uint16_t port);
+  // InterceptForCredentials turns an outright allow into an inspected one
+  // when a credential applies to the host, so it can be placed, or when the
+  // operator has proxyd terminate TLS for it.
+  void InterceptForCredentials(const std::string& host, uint16_t port, Verdict* v);
+
+  // Decide asks the current snapshot. `host` is a name, or "" with `addr`.
+  Verdict Decide(const std::string& host, const Address* addr, uint16_t port, bool http,
+                 const std::string& method, const std::string& path);
+  // Connect resolves and connects for an allowed verdict, refusing a
+  // protected address the rules do not name (the verdict turns deny).
+  absl::StatusOr<int> Connect(const std::string& host, uint16_t port, Verdict* v);
+  void Record(const std::string& host, uint16_t port, const std::string& method,
+              const std::string& path, const Verdict& v, pb::Path via);
+
+  bool HandleForward(Stream& client);
+  bool HandleTransparent(Stream& client, const Address& addr, uint16_t port);
+  enum class FirstBytes { kTls, kHttp, kOther, kSilent };
+  // Classify looks at what a client sent first (without consuming it).
+  FirstBytes Classify(Stream& client, std::chrono::milliseconds wait);
+  // HandleInspected serves a connection whose requests are decided one by
+  // one (TLS intercepted, HTTP parsed), or which is denied: HTTP and TLS
+  // get answers (403 when refused), other traffic is carried when `v`
+  // allows the host outright, else reset.
+  bool HandleInspected(Stream& client, const std::string& host, uint16_t port, Verdict v,
+                       pb::Path via);
+  // SpliceAllowed connects an allowed connection and copies both ways;
+  // false (reset) when the upstream cannot be reached.
+  bool SpliceAllowed(Stream& client, const std::string& host, uint16_t port, Verdict* v,
+                     pb::Path via);
+  void ServeIntercepted(Stream& client, const std::string& host, uint16_t port, pb::Path via);
+  // ServeRequests serves the request whose head is `head` and every
+  // later one the client sends on the same connection, each parsed,
+  // decided, given its credentials and sent upstream on its own (a new
+  // upstream connection each), as long as both sides keep it alive.
+  void ServeRequests(Stream& client, std::string head, const std::string& conn_host,
+                     uint16_t conn_port, pb::Path via);
+  // ServeHttp serves one request; true when the client connection may
+  // carry the next one (HTTP/1.1 without "Connection: close", a response
+  // whose end is known, all of both bodies carried).
+  bool ServeHttp(Stream& client, const std::string& head, const std::string& conn_host,
+                 uint16_t conn_port, pb::Path via);
+};
+
+}  // namespace airlock::proxyd
+
+#endif  // AIRLOCK_PROXYD_ATTACHMENT_STATE_H_

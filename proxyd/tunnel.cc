@@ -1,0 +1,156 @@
+#include "proxyd/attachment_state.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/agent_link.h"
+#include "common/log.h"
+#include "proxyd/wire.h"
+
+namespace airlock::proxyd {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+void Attachment::State::RunTunnel() {
+  while (!Stopping()) {
+    AgentLink link(channel_path);
+    auto channel = link.Channel(seconds(5));
+    if (!channel.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        last_error = std::string(channel.status().message());
+      }
+      Sleep(milliseconds(300));
+      continue;
+    }
+    auto stub = agentpb::Egress::NewStub(*channel);
+    grpc::ClientContext ctx;
+    if (!Track(&ctx)) return;
+    auto stream = stub->Tunnel(&ctx);
+    agentpb::EgressFrames in;
+    agentpb::EgressFrames start;
+    start.mutable_start()->set_ca_certificate_pem(px->ca->certificate_pem());
+    // The agent's first (empty) message: the CA is installed, the tunnel live.
+    if (stream->Write(start) && stream->Read(&in)) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ready = true;
+        cv.notify_all();
+      }
+      auto* writer = stream.get();
+      auto mux = std::make_shared<EgressMux>(
+          [writer](const agentpb::EgressFrames& batch) { return writer->Write(batch); });
+      while (stream->Read(&in)) {
+        for (agentpb::EgressFrame& f : *in.mutable_frames()) {
+          switch (f.kind_case()) {
+            case agentpb::EgressFrame::kOpen:
+              Accept(mux, f.id(), f.open());
+              break;
+            case agentpb::EgressFrame::kDnsQuery:
+              AnswerDns(mux.get(), f.id(), f.dns_query());
+              break;
+            default:
+              mux->Deliver(std::move(f));
+          }
+        }
+      }
+      // Writes fail from here, so the mux's writer cannot hang; its stop
+      // closes every connection's pair end (their handlers see the end).
+      ctx.TryCancel();
+      mux->Stop();
+    }
+    grpc::Status s = stream->Finish();
+    Untrack(&ctx);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      last_error = s.error_message();
+    }
+    Sleep(milliseconds(200));
+  }
+}
+
+void Attachment::State::Accept(const std::shared_ptr<EgressMux>& mux, uint64_t id,
+                               const agentpb::EgressConnection& c) {
+  // A guest cannot exhaust proxyd's threads and descriptors, for itself or
+  // for other sandboxes: the slot is taken before any work, and past a cap
+  // the connection is reset.
+  if (!px->caps->Reserve(&open)) {
+    int64_t now = NowMs();
+    int64_t last = last_cap_warning.load();
+    if (now - last > 10000 && last_cap_warning.compare_exchange_strong(last, now)) {
+      AIRLOCK_LOG_WARN("connection cap reached; new connections are reset",
+                       {{"sandbox", sandbox},
+                        {"sandbox_open", std::to_string(open.load())},
+                        {"proxyd_open", std::to_string(px->caps->open())}});
+    }
+    mux->Reset(id);
+    return;
+  }
+  int sp[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+    px->caps->Release(&open);
+    mux->Reset(id);
+    return;
+  }
+  mux->Open(id, sp[1]);
+  if (!handlers.Spawn([this, mux, id, c, fd = sp[0]] { Serve(mux, id, c, fd); })) {
+    AIRLOCK_LOG_ERROR("cannot start a connection thread", {{"sandbox", sandbox}});
+    mux->Reset(id);
+    close(sp[0]);
+    px->caps->Release(&open);
+  }
+}
+
+void Attachment::State::Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id,
+                              const agentpb::EgressConnection& c, int fd) {
+  {
+    Stream client(fd, &sockets);
+    SetTimeouts(fd, kIdleTimeout);
+    bool ok = c.via() == agentpb::EGRESS_FORWARD ? HandleForward(client) : [&] {
+      Address addr{};
+      if (!policy::ParseAddress(c.address(), &addr) || c.port() == 0 || c.port() > 65535) {
+        return false;
+      }
+      return HandleTransparent(client, addr, static_cast<uint16_t>(c.port()));
+    }();
+    // A reset is asked for before the end closes, so the guest sees a
+    // reset, never an end of stream.
+    if (!ok) mux->Reset(id);
+    client.ShutdownWrite();
+  }  // closes fd
+  px->caps->Release(&open);
+}
+
+
+void Attachment::State::AnswerDns(EgressMux* mux, uint64_t id, const std::string& packet) {
+  std::string answer;
+  auto question = ParseDnsQuery(packet);
+  if (!question.ok()) {
+    answer = DnsFormatError(packet);
+  } else if (Address literal{}; !CanonicalHost(question->name).ok() ||
+                                policy::ParseAddress(question->name, &literal)) {
+    // An address spelled as a name ("93.184.216.34", "0x5d.0xb8...") would
+    // be decided as a name and then connected to as an address.
+    answer = DnsEmptyAnswer(*question, kDnsNxDomain);
+  } else if (question->qtype == kDnsTypeA && question->qclass == kDnsClassIn &&
+             !question->name.empty()) {
+    // Every name gets an address: a denied one is refused when connected
+    // to, the same way as any other denied destination.
+    answer = DnsAnswerA(*question, names.AddressFor(question->name), 60);
+    Verdict v = Decide(question->name, nullptr, 0, false, "", "");
+    v.allow = v.allow || v.inspect;
+    Record(question->name, 0, "", "", v, pb::DNS);
+  } else {
+    // No AAAA (the guest has no IPv6 route) or other records.
+    answer = DnsEmptyAnswer(*question, kDnsNoError);
+  }
+  if (answer.empty()) return;
+  agentpb::EgressFrame a;
+  a.set_id(id);
+  a.set_dns_answer(std::move(answer));
+  mux->Post(std::move(a));
+}
+
+}  // namespace airlock::proxyd
