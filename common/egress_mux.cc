@@ -37,7 +37,8 @@ EgressFrame Frame(uint64_t id) {
 struct EgressMux::Stream {
   uint64_t id = 0;
   int fd = -1;
-  uint32_t events = 0;  // epoll interest now (0: not registered)
+  uint32_t events = 0;      // epoll interest now
+  bool registered = false;  // in the epoll set
   // Toward the peer.
   uint64_t send_credit = kEgressWindow;
   bool read_done = false;  // our eof went out
@@ -56,14 +57,18 @@ EgressMux::EgressMux(Send send) : send_(std::move(send)) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = 0;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  if (epoll_fd_ < 0 || wake_fd_ < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
+    // Out of descriptors: a mux that carries nothing (every Open is reset).
+    stopping_ = true;
+    return;
+  }
   loop_ = std::thread([this] { Loop(); });
 }
 
 EgressMux::~EgressMux() {
   Stop();
-  close(epoll_fd_);
-  close(wake_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 void EgressMux::Stop() {
@@ -72,16 +77,25 @@ void EgressMux::Stop() {
       std::lock_guard<std::mutex> lock(cmd_mu_);
       stopping_ = true;
     }
+    if (!loop_.joinable()) return;
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
     loop_.join();
   });
 }
 
-void EgressMux::Push(Command c) {
+bool EgressMux::Push(Command c) {
   bool wake;
   {
     std::lock_guard<std::mutex> lock(cmd_mu_);
+    // Checked with the push: an Open that loses the race with Stop is
+    // reset here, never left in a queue no one drains.
+    if (stopping_ || queued_bytes_ > kEgressMaxQueued) {
+      if (c.kind == Command::kOpen) CloseWithReset(c.fd);
+      return false;
+    }
+    c.bytes = c.frame.ByteSizeLong() + 16;
+    queued_bytes_ += c.bytes;
     wake = commands_.empty();
     commands_.push_back(std::move(c));
   }
@@ -89,16 +103,10 @@ void EgressMux::Push(Command c) {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
   }
+  return true;
 }
 
 bool EgressMux::Open(uint64_t id, int fd, const EgressFrame* announce) {
-  {
-    std::lock_guard<std::mutex> lock(cmd_mu_);
-    if (stopping_) {
-      CloseWithReset(fd);
-      return false;
-    }
-  }
   Command c{Command::kOpen};
   c.id = id;
   c.fd = fd;
@@ -107,8 +115,7 @@ bool EgressMux::Open(uint64_t id, int fd, const EgressFrame* announce) {
     c.frame.set_id(id);
     c.announce = true;
   }
-  Push(std::move(c));
-  return true;
+  return Push(std::move(c));
 }
 
 void EgressMux::Reset(uint64_t id) {
@@ -117,17 +124,17 @@ void EgressMux::Reset(uint64_t id) {
   Push(std::move(c));
 }
 
-void EgressMux::Post(EgressFrame frame) {
+bool EgressMux::Post(EgressFrame frame) {
   Command c{Command::kPost};
   c.frame = std::move(frame);
-  Push(std::move(c));
+  return Push(std::move(c));
 }
 
-void EgressMux::Deliver(EgressFrame frame) {
+bool EgressMux::Deliver(EgressFrame frame) {
   Command c{Command::kDeliver};
   c.id = frame.id();
   c.frame = std::move(frame);
-  Push(std::move(c));
+  return Push(std::move(c));
 }
 
 void EgressMux::Close() { Push(Command{Command::kClose}); }
@@ -164,11 +171,29 @@ void EgressMux::Loop() {
       }
       it = streams_.find(id);
       if (it == streams_.end()) continue;
-      if ((got & (EPOLLIN | EPOLLERR | EPOLLHUP)) && (it->second->events & EPOLLIN)) {
-        ReadFrom(*it->second);
+      Stream& st = *it->second;
+      if ((got & (EPOLLIN | EPOLLERR | EPOLLHUP)) && (st.events & EPOLLIN)) {
+        ReadFrom(st);
+      } else if ((got & (EPOLLHUP | EPOLLERR)) && st.read_done && st.out_off == st.out.size()) {
+        // Our eof went out and the local end is gone both ways: nothing
+        // more can be carried here. A local error (the guest's app reset)
+        // is passed on; a plain close (proxyd's handler closed its end of
+        // the pair) is not, so the peer still delivers all it has.
+        if (got & EPOLLERR) {
+          Abort(id, true);
+        } else {
+          close(st.fd);
+          streams_.erase(it);
+        }
       }
     }
     Flush();
+    // A transport that broke during the turn ends every stream now, when
+    // no reference to one is held.
+    if (broken_ && !closed_) {
+      Command close{Command::kClose};
+      Apply(close);
+    }
     std::lock_guard<std::mutex> lock(count_mu_);
     count_ = streams_.size();
   }
@@ -193,6 +218,7 @@ void EgressMux::DrainCommands() {
   {
     std::lock_guard<std::mutex> lock(cmd_mu_);
     batch.swap(commands_);
+    for (const Command& c : batch) queued_bytes_ -= c.bytes;
   }
   for (Command& c : batch) Apply(c);
 }
@@ -249,10 +275,9 @@ void EgressMux::Apply(Command& c) {
         return;
       }
       s.in_flight += f.data().size();
-      if (s.out_off == s.out.size()) {
-        s.out.clear();
-        s.out_off = 0;
-      }
+      // What was written out goes, so the buffer holds at most the window.
+      s.out.erase(0, s.out_off);
+      s.out_off = 0;
       s.out.append(f.data());
       WriteTo(s);
       return;
@@ -366,40 +391,41 @@ void EgressMux::UpdateInterest(Stream& s) {
   uint32_t want = 0;
   if (!s.read_done && s.send_credit > 0) want |= EPOLLIN;
   if (s.out_off < s.out.size()) want |= EPOLLOUT;
-  if (want == s.events) return;
+  // With our eof sent, the fd stays in the set for its hang-up (the Loop
+  // ends the stream on it); otherwise an fd with no interest leaves the
+  // set, since epoll would report a hang-up on every wait.
+  bool registered = want != 0 || s.read_done;
+  if (want == s.events && registered == s.registered) return;
   epoll_event ev{};
   ev.events = want;
   ev.data.u64 = s.id;
-  // An fd with no interest leaves the set: epoll would still report its
-  // hang-up on every wait.
-  if (want == 0) {
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
-  } else if (s.events == 0) {
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev);
+  int rc = 0;
+  if (!registered) {
+    rc = epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
+  } else if (!s.registered) {
+    rc = epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev);
   } else {
-    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, s.fd, &ev);
+    rc = epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, s.fd, &ev);
   }
   s.events = want;
+  s.registered = registered;
+  if (rc != 0) Abort(s.id, true);  // never left waiting for an event
 }
 
 void EgressMux::Emit(EgressFrame f) {
   if (broken_) return;
-  outbox_bytes_ += f.data().size() + 16;
+  outbox_bytes_ += f.ByteSizeLong() + 8;
   *outbox_.add_frames() = std::move(f);
   if (outbox_bytes_ >= kEgressMaxBatch) Flush();
 }
 
 void EgressMux::Flush() {
   if (broken_ || outbox_.frames_size() == 0) return;
-  bool ok = send_(outbox_);
+  // The transport broke: nothing more can reach the peer. The streams end
+  // at the end of the loop's turn (callers may hold one).
+  if (!send_(outbox_)) broken_ = true;
   outbox_.Clear();
   outbox_bytes_ = 0;
-  if (!ok) {
-    // The transport broke: nothing more can reach the peer.
-    broken_ = true;
-    Command close{Command::kClose};
-    Apply(close);
-  }
 }
 
 }  // namespace airlock

@@ -15,7 +15,9 @@
 // - One thread reads and writes every local socket (epoll) and sends each
 //   turn's frames as one batch; nothing blocks on a single stream.
 // Where it stops: it does not decide anything. Which streams are opened,
-// and what runs on them, is its owner's call.
+// and what runs on them, is its owner's call. A reset closes the local
+// socket with SO_LINGER 0: a TCP reset on the guest's sockets, but on
+// proxyd's socket pairs a plain close (the handler sees an end of stream).
 #ifndef AIRLOCK_COMMON_EGRESS_MUX_H_
 #define AIRLOCK_COMMON_EGRESS_MUX_H_
 
@@ -39,6 +41,10 @@ inline constexpr uint32_t kEgressWindow = 256 * 1024;
 // Largest data frame, and about the largest batch, the mux sends.
 inline constexpr size_t kEgressMaxFrame = 64 * 1024;
 inline constexpr size_t kEgressMaxBatch = 1024 * 1024;
+// Bytes of frames waiting for the mux's thread past which the mux takes no
+// more (Deliver and Post return false): a peer that keeps sending while
+// the mux cannot send (the peer does not read) cannot grow it further.
+inline constexpr size_t kEgressMaxQueued = 96 * 1024 * 1024;
 
 class EgressMux {
  public:
@@ -63,11 +69,13 @@ class EgressMux {
   // Reset is never reported to the peer as an eof.
   void Reset(uint64_t id);
   // Post sends a frame that is not about a stream (a DNS question or
-  // answer) in order with the rest.
-  void Post(agent::v1::EgressFrame frame);
+  // answer) in order with the rest. False when the mux is stopped or its
+  // queue is over kEgressMaxQueued.
+  bool Post(agent::v1::EgressFrame frame);
   // Deliver passes on a stream frame from the transport (data, eof,
-  // reset, window). Frames for streams that have ended are dropped.
-  void Deliver(agent::v1::EgressFrame frame);
+  // reset, window). Frames for streams that have ended are dropped. False
+  // as for Post: the owner should then end the transport.
+  bool Deliver(agent::v1::EgressFrame frame);
   // Close resets every stream and refuses new ones (the transport ended).
   void Close();
   // Stop closes and waits for the mux's threads; Send is never called
@@ -85,10 +93,13 @@ class EgressMux {
     int fd = -1;
     agent::v1::EgressFrame frame;
     bool announce = false;
+    size_t bytes = 0;  // counted against kEgressMaxQueued
   };
 
   void Loop();
-  void Push(Command c);
+  // Push queues `c` for the loop; false (an Open's fd reset) when the mux
+  // is stopping or the queue is full.
+  bool Push(Command c);
   // DrainCommands applies every queued command (loop thread).
   void DrainCommands();
   void Apply(Command& c);
@@ -109,6 +120,7 @@ class EgressMux {
   // Commands from other threads, applied by the loop.
   std::mutex cmd_mu_;
   std::deque<Command> commands_;
+  size_t queued_bytes_ = 0;
   bool stopping_ = false;
 
   // Loop thread only.

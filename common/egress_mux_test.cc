@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <chrono>
 #include <thread>
 
@@ -309,6 +310,133 @@ TEST(EgressMuxTest, ABrokenTransportResetsEveryStream) {
   ReadAll(late, &error);
   EXPECT_EQ(error, ECONNRESET);
   for (int fd : {late, ha, hb}) close(fd);
+}
+
+TEST(EgressMuxTest, ABreakWhileABatchFillsUpEndsEveryStreamSafely) {
+  // Twenty streams with data at once fill a batch in one turn; the send of
+  // that full batch fails mid-turn. Every stream is reset (under ASan, a
+  // stream freed while the turn still used it would show here).
+  Link link;
+  std::vector<int> apps, hosts;
+  for (uint64_t id = 1; id < 41; id += 2) {
+    apps.push_back(link.Connect(id));
+    hosts.push_back(link.HostApp(id));
+  }
+  link.cut = true;
+  std::string chunk(256 * 1024, 'z');
+  // The reset can reach an app before its own send does: the send then
+  // reports it, and the read sees the end.
+  std::vector<int> send_errors;
+  for (int fd : apps) {
+    ssize_t n = send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    send_errors.push_back(n < 0 ? errno : 0);
+  }
+  for (size_t i = 0; i < apps.size(); ++i) {
+    int error = 0;
+    ReadAll(apps[i], &error);
+    bool reset = error == ECONNRESET || send_errors[i] == ECONNRESET || send_errors[i] == EPIPE;
+    EXPECT_TRUE(reset) << "read " << error << ", send " << send_errors[i];
+    close(apps[i]);
+  }
+  for (int fd : hosts) close(fd);
+  for (int i = 0; i < 200 && link.guest->streams() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(link.guest->streams(), 0u);
+}
+
+TEST(EgressMuxTest, APeerThatKeepsSendingWhileTheMuxCannotSendIsRefused) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  EgressMux mux([&](const EgressFrames&) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return release; });
+    return true;
+  });
+  auto [app, carried] = TcpPair();
+  ASSERT_TRUE(mux.Open(1, carried));
+  ASSERT_TRUE(WriteAll(app, "x"));  // the mux's send now blocks
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EgressFrame f;
+  f.set_id(99);
+  f.set_data(std::string(1 << 20, 'q'));
+  int accepted = 0;
+  while (accepted < 1000 && mux.Deliver(f)) accepted++;
+  EXPECT_GE(accepted, static_cast<int>(kEgressMaxQueued >> 20) - 2);
+  EXPECT_LE(accepted, static_cast<int>(kEgressMaxQueued >> 20) + 2);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  // Once the queue drains, frames are taken again.
+  bool again = false;
+  for (int i = 0; i < 200 && !again; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EgressFrame small;
+    small.set_id(99);
+    small.set_window(1);
+    again = mux.Deliver(small);
+  }
+  EXPECT_TRUE(again);
+  mux.Stop();
+  close(app);
+}
+
+TEST(EgressMuxTest, AStreamEndsWhenItsLocalEndIsClosedEvenIfThePeerNeverEnds) {
+  // proxyd's handler closed its end of the pair after its response; the
+  // guest never sent eof. The stream (and its descriptor) goes anyway.
+  std::mutex mu;
+  std::vector<EgressFrame> sent;
+  EgressMux mux([&](const EgressFrames& b) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& f : b.frames()) sent.push_back(f);
+    return true;
+  });
+  int sp[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+  mux.Open(3, sp[1]);
+  ASSERT_TRUE(WriteAll(sp[0], "HTTP/1.1 403 Forbidden\r\n\r\n"));
+  close(sp[0]);
+  auto eof_sent = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& f : sent) {
+      if (f.eof()) return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 400 && !eof_sent(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(eof_sent());
+  for (int i = 0; i < 400 && mux.streams() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(mux.streams(), 0u);
+  mux.Stop();
+  // The peer got the bytes and an eof, never a reset.
+  std::string data;
+  bool eof = false, reset = false;
+  for (const auto& f : sent) {
+    data += f.data();
+    eof = eof || f.eof();
+    reset = reset || f.reset();
+  }
+  EXPECT_EQ(data, "HTTP/1.1 403 Forbidden\r\n\r\n");
+  EXPECT_TRUE(eof);
+  EXPECT_FALSE(reset);
+}
+
+TEST(EgressMuxTest, AnOpenAfterStopIsResetNotLeaked) {
+  EgressMux mux([](const EgressFrames&) { return true; });
+  mux.Stop();
+  auto [app, carried] = TcpPair();
+  EXPECT_FALSE(mux.Open(1, carried));
+  int error = 0;
+  ReadAll(app, &error);
+  EXPECT_EQ(error, ECONNRESET);
+  close(app);
 }
 
 }  // namespace

@@ -230,16 +230,19 @@ void EgressService::DnsLoop(int fd) {
       dns_[q.id()] = from;
     }
     q.set_dns_query(buf, n);
-    mux->Post(std::move(q));
+    uint64_t id = q.id();
+    if (!mux->Post(std::move(q))) {
+      std::lock_guard<std::mutex> lock(mu_);
+      dns_.erase(id);
+    }
   }
 }
 
 void EgressService::ExpireDns() {
   auto cutoff = steady_clock::now() - kPendingTimeout;
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = dns_.begin(); it != dns_.end();) {
-    it = it->second.since < cutoff ? dns_.erase(it) : std::next(it);
-  }
+  // Ids rise with time: the oldest queries come first.
+  while (!dns_.empty() && dns_.begin()->second.since < cutoff) dns_.erase(dns_.begin());
 }
 
 void EgressService::AnswerDns(uint64_t id, const std::string& packet) {

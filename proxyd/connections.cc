@@ -42,9 +42,11 @@ bool HandlerThreads::Spawn(std::function<void()> fn) {
       done.splice(done.end(), workers_, it);
       it = next;
     }
+    // Counted as running from here: a JoinAll that starts now waits for
+    // this handler too.
+    running_++;
     if (idle_workers_ > queue_.size()) {
       queue_.push_back(std::move(fn));
-      running_++;
       cv_.notify_one();
       fn = nullptr;
     }
@@ -53,10 +55,10 @@ bool HandlerThreads::Spawn(std::function<void()> fn) {
   if (fn == nullptr) return true;
   std::lock_guard<std::mutex> lock(mu_);
   try {
-    running_++;
     workers_.emplace_back([this, fn = std::move(fn)]() mutable { Work(std::move(fn)); });
   } catch (const std::system_error&) {
     running_--;
+    cv_.notify_all();
     return false;
   }
   return true;

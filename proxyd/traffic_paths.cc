@@ -144,9 +144,11 @@ bool Attachment::State::HandleInspected(Stream& client, const std::string& host,
   }
   switch (kind) {
     case FirstBytes::kTls:
+      upstream.reset();  // each request gets a connection of its own
       ServeIntercepted(client, host, port, via);
       return true;
     case FirstBytes::kHttp: {
+      upstream.reset();
       auto head = ReadHead(client, kMaxHead);
       if (head.ok()) ServeRequests(client, *head, host, port, via);
       return true;

@@ -42,7 +42,8 @@ void Attachment::State::RunTunnel() {
       auto* writer = stream.get();
       auto mux = std::make_shared<EgressMux>(
           [writer](const agentpb::EgressFrames& batch) { return writer->Write(batch); });
-      while (stream->Read(&in)) {
+      bool flooding = false;
+      while (!flooding && stream->Read(&in)) {
         for (agentpb::EgressFrame& f : *in.mutable_frames()) {
           switch (f.kind_case()) {
             case agentpb::EgressFrame::kOpen:
@@ -52,12 +53,20 @@ void Attachment::State::RunTunnel() {
               AnswerDns(mux.get(), f.id(), f.dns_query());
               break;
             default:
-              mux->Deliver(std::move(f));
+              // False: the guest keeps sending while not reading what
+              // proxyd sends (kEgressMaxQueued): its tunnel ends here.
+              flooding = !mux->Deliver(std::move(f));
           }
+          if (flooding) break;
         }
       }
-      // Writes fail from here, so the mux's writer cannot hang; its stop
-      // closes every connection's pair end (their handlers see the end).
+      if (flooding) {
+        AIRLOCK_LOG_WARN("the guest sent more than its tunnel may queue; resetting its connections",
+                         {{"sandbox", sandbox}});
+      }
+      // Writes fail from here, so a send in progress cannot hang; the
+      // mux's stop closes every connection's pair end (their handlers see
+      // the end).
       ctx.TryCancel();
       mux->Stop();
     }
