@@ -54,8 +54,12 @@ grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const health::Health
       lock.lock();
       if (!ok) break;
       sent = now;
+      // Looked at again: the state may have changed during the write.
+      continue;
     }
-    // Shutdown set NOT_SERVING first, so a watcher has seen it by now.
+    // Only once the latest state went out: Shutdown set NOT_SERVING first,
+    // so a watcher always sends it before ending (a Shutdown during the
+    // write above used to end the watch without it).
     if (shutdown_ || ctx->IsCancelled()) break;
     // A cancelled call is noticed within this wait (the sync API has no
     // cancellation callback).

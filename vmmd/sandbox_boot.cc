@@ -455,9 +455,12 @@ void SandboxManager::KillVm(const vmm::Sandbox& sb) {
   for (const Share& share : SharesOf(sb)) {
     for (pid_t p : ProcessesMatching("--socket-path=" + share.socket)) pids.push_back(p);
   }
+  // Waited for until gone (up to 30 s each): a QEMU still tearing down its
+  // memory holds the disk's lock, and a boot that follows would fail on it
+  // (seen under load on a nested host, where 5 s was not always enough).
   for (pid_t pid : pids) {
     kill(pid, SIGKILL);
-    for (int i = 0; i < 250 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
+    for (int i = 0; i < 1500 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
   }
 }
 
