@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "common/fd_io.h"
@@ -58,6 +59,43 @@ std::string Pattern(size_t n, int seed) {
   for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed * 7 + i / 4096) & 0xff);
   return s;
 }
+
+// Recorder is a transport that keeps every batch a mux sends.
+class Recorder {
+ public:
+  EgressMux::Send send() {
+    return [this](const EgressFrames& b) {
+      std::lock_guard<std::mutex> lock(mu_);
+      batches_.push_back(b);
+      return true;
+    };
+  }
+  // WaitFor waits up to 2 s for a sent frame that `match`es.
+  bool WaitFor(const std::function<bool(const EgressFrame&)>& match) {
+    for (int i = 0; i < 400; ++i) {
+      for (const EgressFrame& f : frames()) {
+        if (match(f)) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+  std::vector<EgressFrames> batches() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return batches_;
+  }
+  std::vector<EgressFrame> frames() {
+    std::vector<EgressFrame> out;
+    for (const EgressFrames& b : batches()) {
+      out.insert(out.end(), b.frames().begin(), b.frames().end());
+    }
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<EgressFrames> batches_;
+};
 
 // Link joins a "guest" mux and a "host" mux. Each guest connection is a
 // TCP pair: the test's app end, and the end the guest mux carries. The
@@ -235,22 +273,12 @@ TEST(EgressMuxTest, ResetBeforeCloseIsNeverSentAsEof) {
 
 TEST(EgressMuxTest, ResetOfAStreamNotOpenHereStillReachesThePeer) {
   // A refusal of a stream this side never carried (proxyd over its cap).
-  std::mutex mu;
-  std::vector<EgressFrames> sent;
-  EgressMux refuser([&](const EgressFrames& b) {
-    std::lock_guard<std::mutex> lock(mu);
-    sent.push_back(b);
-    return true;
-  });
+  Recorder transport;
+  EgressMux refuser(transport.send());
   refuser.Reset(7);
-  for (int i = 0; i < 200; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!sent.empty()) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  transport.WaitFor([](const EgressFrame&) { return true; });
   refuser.Stop();
+  std::vector<EgressFrames> sent = transport.batches();
   ASSERT_EQ(sent.size(), 1u);
   ASSERT_EQ(sent[0].frames_size(), 1);
   EXPECT_EQ(sent[0].frames(0).id(), 7u);
@@ -258,13 +286,8 @@ TEST(EgressMuxTest, ResetOfAStreamNotOpenHereStillReachesThePeer) {
 }
 
 TEST(EgressMuxTest, DataPastTheWindowResetsTheStream) {
-  std::mutex mu;
-  std::vector<EgressFrame> sent;
-  EgressMux mux([&](const EgressFrames& b) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& f : b.frames()) sent.push_back(f);
-    return true;
-  });
+  Recorder transport;
+  EgressMux mux(transport.send());
   int sp[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
   int small = 4096;
@@ -280,13 +303,7 @@ TEST(EgressMuxTest, DataPastTheWindowResetsTheStream) {
     f.set_data(chunk);
     mux.Deliver(f);
   }
-  bool reset = false;
-  for (int i = 0; i < 400 && !reset; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& f : sent) reset = reset || (f.id() == 9 && f.reset());
-  }
-  EXPECT_TRUE(reset);
+  EXPECT_TRUE(transport.WaitFor([](const EgressFrame& f) { return f.id() == 9 && f.reset(); }));
   ReadAll(app);  // ends: the mux closed its end
   close(app);
 }
@@ -387,29 +404,14 @@ TEST(EgressMuxTest, APeerThatKeepsSendingWhileTheMuxCannotSendIsRefused) {
 TEST(EgressMuxTest, AStreamEndsWhenItsLocalEndIsClosedEvenIfThePeerNeverEnds) {
   // proxyd's handler closed its end of the pair after its response; the
   // guest never sent eof. The stream (and its descriptor) goes anyway.
-  std::mutex mu;
-  std::vector<EgressFrame> sent;
-  EgressMux mux([&](const EgressFrames& b) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& f : b.frames()) sent.push_back(f);
-    return true;
-  });
+  Recorder transport;
+  EgressMux mux(transport.send());
   int sp[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
   mux.Open(3, sp[1]);
   ASSERT_TRUE(WriteAll(sp[0], "HTTP/1.1 403 Forbidden\r\n\r\n"));
   close(sp[0]);
-  auto eof_sent = [&] {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& f : sent) {
-      if (f.eof()) return true;
-    }
-    return false;
-  };
-  for (int i = 0; i < 400 && !eof_sent(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_TRUE(eof_sent());
+  ASSERT_TRUE(transport.WaitFor([](const EgressFrame& f) { return f.eof(); }));
   for (int i = 0; i < 400 && mux.streams() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -418,7 +420,7 @@ TEST(EgressMuxTest, AStreamEndsWhenItsLocalEndIsClosedEvenIfThePeerNeverEnds) {
   // The peer got the bytes and an eof, never a reset.
   std::string data;
   bool eof = false, reset = false;
-  for (const auto& f : sent) {
+  for (const auto& f : transport.frames()) {
     data += f.data();
     eof = eof || f.eof();
     reset = reset || f.reset();
