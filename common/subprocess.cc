@@ -164,11 +164,35 @@ absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv,
   return pid;
 }
 
+namespace {
+
+// A task's state letter from its stat line ('\0' when it is gone).
+char TaskState(const std::string& stat_path) {
+  std::string stat = ReadFileToString(stat_path);
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '\0';
+}
+
+bool Exited(char state) { return state == '\0' || state == 'Z' || state == 'X'; }
+
+}  // namespace
+
 bool ProcessAlive(pid_t pid) {
   if (pid <= 0) return false;
-  std::string stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
-  size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  const std::string dir = absl::StrCat("/proc/", pid);
+  if (!Exited(TaskState(dir + "/stat"))) return true;
+  // The leader shows as a zombie as soon as its own thread has exited, while
+  // the others may still be tearing down and hold the process's files (a
+  // killed QEMU's disk lock): alive until every thread has exited.
+  DIR* tasks = opendir((dir + "/task").c_str());
+  if (tasks == nullptr) return false;
+  bool alive = false;
+  while (dirent* e = readdir(tasks)) {
+    if (e->d_name[0] == '.') continue;
+    if (!Exited(TaskState(absl::StrCat(dir, "/task/", e->d_name, "/stat")))) alive = true;
+  }
+  closedir(tasks);
+  return alive;
 }
 
 std::string ProcessCmdline(pid_t pid) {

@@ -35,7 +35,9 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv,
                                     const std::string& log_path);
 
-// ProcessAlive is true while `pid` exists and is not a zombie.
+// ProcessAlive is true while `pid` exists and one of its threads has not
+// exited (a zombie leader whose other threads still run is alive: they hold
+// the process's files).
 bool ProcessAlive(pid_t pid);
 
 // ProcessCmdline is /proc/<pid>/cmdline with NULs turned into spaces, or ""

@@ -1,6 +1,9 @@
 #include "common/subprocess.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -43,6 +46,42 @@ TEST(SpawnDetachedTest, ChildOutlivesAndLogs) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_FALSE(ProcessAlive(*pid));
+}
+
+// A process whose main thread has exited shows as a zombie while its other
+// threads run on and hold its files: it is alive until they exit.
+TEST(ProcessAliveTest, AZombieLeaderWithALiveThreadIsAlive) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    pthread_t t;
+    pthread_create(&t, nullptr, [](void*) -> void* {
+      sleep(30);
+      return nullptr;
+    }, nullptr);
+    syscall(SYS_exit, 0);  // this thread only, no unwinding through gtest
+  }
+  std::string stat_path = "/proc/" + std::to_string(pid) + "/stat";
+  bool leader_zombie = false;
+  for (int i = 0; i < 250 && !leader_zombie; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::string stat;
+    if (FILE* f = fopen(stat_path.c_str(), "r")) {
+      char buf[512] = {};
+      stat.assign(buf, fread(buf, 1, sizeof(buf) - 1, f));
+      fclose(f);
+    }
+    size_t paren = stat.rfind(')');
+    leader_zombie = paren != std::string::npos && stat[paren + 2] == 'Z';
+  }
+  ASSERT_TRUE(leader_zombie);
+  EXPECT_TRUE(ProcessAlive(pid));
+  kill(pid, SIGKILL);
+  for (int i = 0; i < 250 && ProcessAlive(pid); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(ProcessAlive(pid)) << "every thread exited; not reaped yet";
+  waitpid(pid, nullptr, 0);
 }
 
 TEST(SpawnDetachedTest, ExecFailureIsAnError) {
