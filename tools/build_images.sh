@@ -16,7 +16,9 @@
 #   initramfs  the guest agent (PID 1), its shared libraries and loader,
 #              busybox, and the kernel modules the guest needs.
 #
-# usage: build_images.sh [kernel|template|docker|agent|initramfs|all] (default all)
+# usage: build_images.sh [kernel|template|docker|agent|initramfs|templates|all]
+#   (default all; `templates` is every step but the initramfs, the only one
+#   that needs the agent built, so it can run while Bazel builds)
 # Each step is skipped when its output is already there; delete the step's
 # directory under the cache to rebuild it. Needs root for debootstrap.
 set -euo pipefail
@@ -271,6 +273,7 @@ case "${1:-all}" in
   docker) build_docker_template ;;
   agent) build_agent_template ;;
   initramfs) build_initramfs ;;
+  templates) build_kernel; build_template; build_docker_template; build_agent_template ;;
   all) build_kernel; build_template; build_docker_template; build_agent_template; build_initramfs ;;
-  *) echo "usage: $0 [kernel|template|docker|agent|initramfs|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [kernel|template|docker|agent|initramfs|templates|all]" >&2; exit 2 ;;
 esac
