@@ -71,13 +71,21 @@ protos_of() {
 
 out=$(mktemp -d /tmp/airlock-fuzz.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-gen=""
+# Generated code already in bazel-bin and newer than its .proto is used as
+# it is (no Bazel command, which would wait for a running build or test).
+gen=$(readlink -f bazel-bin 2>/dev/null || true)
 protos=()
+fresh=1
 for t in "${targets[@]}"; do
   sources_of "$t" >/dev/null || exit 2
   protos+=($(protos_of "$t"))
+  for f in $(sources_of "$t"); do
+    case "$f" in
+      *.pb.cc) proto=${f#"$gen"/}; [ -n "$gen" ] && [ "$f" -nt "${proto%.pb.cc}.proto" ] || fresh=0 ;;
+    esac
+  done
 done
-if [ ${#protos[@]} -gt 0 ]; then
+if [ ${#protos[@]} -gt 0 ] && [ "$fresh" -eq 0 ]; then
   if ! bazel build "${protos[@]}" > "$out/protos.log" 2>&1; then
     echo "fuzz.sh: bazel build ${protos[*]} failed:" >&2
     tail -20 "$out/protos.log" >&2

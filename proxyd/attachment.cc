@@ -15,14 +15,6 @@ using airlock::policy::Action;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::string ErrorResponse(int status, absl::string_view reason, absl::string_view body) {
-  std::string text = absl::StrCat("airlock: ", body, "\n");
-  return absl::StrCat(
-      "HTTP/1.1 ", status, " ", reason,
-      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ", text.size(),
-      "\r\nConnection: close\r\nX-Airlock-Decision: error\r\n\r\n", text);
-}
-
 int64_t NowMs() {
   return std::chrono::duration_cast<milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

@@ -7,8 +7,9 @@
 //   outbound.cc        connecting an allowed destination (protected ranges,
 //                      the operator's proxy), credentials, the decision log
 //   traffic_paths.cc   forward, transparent and inspected connections
-//   http_exchange.cc   one HTTP exchange: request -> decide -> inject ->
+//   http_exchange.h    one HTTP exchange: request -> decide -> inject ->
 //                      upstream -> response, and kept-alive connections
+//                      (a stage of its own: State is its ExchangePeers)
 #ifndef AIRLOCK_PROXYD_ATTACHMENT_STATE_H_
 #define AIRLOCK_PROXYD_ATTACHMENT_STATE_H_
 
@@ -29,6 +30,7 @@
 #include "protos/proxy/v1/proxy.pb.h"
 #include "proxyd/attachment.h"
 #include "proxyd/connections.h"
+#include "proxyd/http_exchange.h"
 #include "proxyd/inject.h"
 #include "proxyd/stream.h"
 #include "proxyd/upstream.h"
@@ -38,34 +40,12 @@ namespace airlock::proxyd {
 namespace agentpb = airlock::agent::v1;
 namespace pb = airlock::proxy::v1;
 
-inline constexpr size_t kMaxHead = 64 * 1024;
 inline constexpr auto kUpstreamConnectTimeout = std::chrono::seconds(15);
-inline constexpr auto kIdleTimeout = std::chrono::seconds(600);
 
-// Verdict is a decision plus what the log and a 403 need.
-struct Verdict {
-  bool allow = false;
-  bool inspect = false;
-  std::string rule_id;
-  std::string rule_text;  // "" for the default deny
-  std::string reason;
-  // Ids of the credentials placed in the request, comma-separated.
-  std::string credential;
-  // The deciding rule names an address or range (not a host name or "**").
-  bool address_rule = false;
-  // Path rules apply to the host (policy::Decision::path_rules).
-  bool path_rules = false;
-  // The deciding rule is "**" (any host), not one naming this host.
-  bool any_host_rule = false;
-};
-
-// ErrorResponse is proxyd's own answer to a request it cannot serve
-// (400, 422, 431, 502): text, closing the connection.
-std::string ErrorResponse(int status, absl::string_view reason, absl::string_view body);
 // NowMs is the wall clock in milliseconds.
 int64_t NowMs();
 
-struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
+struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachment::State> {
   std::string sandbox;
   std::string channel_path;
   ProxyContext* px;
@@ -122,7 +102,7 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   // Credentials asks secretsd what to place in a request to `host`:`port`; none
   // when secretsd has none or cannot be reached (the request then carries
   // only the sentinel, never anything else).
-  std::vector<Placement> Credentials(const std::string& host, uint16_t port);
+  std::vector<Placement> Credentials(const std::string& host, uint16_t port) override;
   // InterceptForCredentials turns an outright allow into an inspected one
   // when a credential applies to the host, so it can be placed, or when the
   // operator has proxyd terminate TLS for it.
@@ -130,12 +110,16 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
 
   // Decide asks the current snapshot. `host` is a name, or "" with `addr`.
   Verdict Decide(const std::string& host, const Address* addr, uint16_t port, bool http,
-                 const std::string& method, const std::string& path);
+                 const std::string& method, const std::string& path) override;
   // Connect resolves and connects for an allowed verdict, refusing a
   // protected address the rules do not name (the verdict turns deny).
-  absl::StatusOr<int> Connect(const std::string& host, uint16_t port, Verdict* v);
+  absl::StatusOr<int> Connect(const std::string& host, uint16_t port, Verdict* v) override;
   void Record(const std::string& host, uint16_t port, const std::string& method,
-              const std::string& path, const Verdict& v, pb::Path via);
+              const std::string& path, const Verdict& v, pb::Path via) override;
+  absl::StatusOr<UniqueSsl> UpstreamTls(int fd, const std::string& host) override {
+    return StartUpstreamTls(px->upstream_tls.get(), fd, host);
+  }
+  SocketSet* Sockets() override { return &sockets; }
 
   bool HandleForward(Stream& client);
   bool HandleTransparent(Stream& client, const Address& addr, uint16_t port);
@@ -153,17 +137,6 @@ struct Attachment::State : std::enable_shared_from_this<Attachment::State> {
   bool SpliceAllowed(Stream& client, const std::string& host, uint16_t port, Verdict* v,
                      pb::Path via);
   void ServeIntercepted(Stream& client, const std::string& host, uint16_t port, pb::Path via);
-  // ServeRequests serves the request whose head is `head` and every
-  // later one the client sends on the same connection, each parsed,
-  // decided, given its credentials and sent upstream on its own (a new
-  // upstream connection each), as long as both sides keep it alive.
-  void ServeRequests(Stream& client, std::string head, const std::string& conn_host,
-                     uint16_t conn_port, pb::Path via);
-  // ServeHttp serves one request; true when the client connection may
-  // carry the next one (HTTP/1.1 without "Connection: close", a response
-  // whose end is known, all of both bodies carried).
-  bool ServeHttp(Stream& client, const std::string& head, const std::string& conn_host,
-                 uint16_t conn_port, pb::Path via);
 };
 
 }  // namespace airlock::proxyd

@@ -1,13 +1,16 @@
-#include "proxyd/attachment_state.h"
+#include "proxyd/http_exchange.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/policy/rules.h"
 #include "proxyd/http.h"
 #include "proxyd/tls.h"
 
 namespace airlock::proxyd {
+
+namespace pb = airlock::proxy::v1;
 
 namespace {
 
@@ -29,10 +32,17 @@ bool CopyChunked(Stream& from, Stream& to) {
 
 }  // namespace
 
-void Attachment::State::ServeRequests(Stream& client, std::string head,
-                                      const std::string& conn_host, uint16_t conn_port,
-                                      pb::Path via) {
-  while (ServeHttp(client, head, conn_host, conn_port, via)) {
+std::string ErrorResponse(int status, absl::string_view reason, absl::string_view body) {
+  std::string text = absl::StrCat("airlock: ", body, "\n");
+  return absl::StrCat(
+      "HTTP/1.1 ", status, " ", reason,
+      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ", text.size(),
+      "\r\nConnection: close\r\nX-Airlock-Decision: error\r\n\r\n", text);
+}
+
+void ServeRequests(ExchangePeers& peers, Stream& client, std::string head,
+                   const std::string& conn_host, uint16_t conn_port, pb::Path via) {
+  while (ServeHttp(peers, client, head, conn_host, conn_port, via)) {
     auto next = ReadHead(client, kMaxHead);
     if (!next.ok()) {
       if (next.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -45,8 +55,8 @@ void Attachment::State::ServeRequests(Stream& client, std::string head,
   }
 }
 
-bool Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
-                                  const std::string& conn_host, uint16_t conn_port, pb::Path via) {
+bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_text,
+               const std::string& conn_host, uint16_t conn_port, pb::Path via) {
   auto req = ParseRequestHead(head_text);
   if (!req.ok()) {
     client.WriteAll(ErrorResponse(400, "Bad Request", req.status().message()));
@@ -79,7 +89,7 @@ bool Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   Address literal{};
   bool is_ip = policy::ParseAddress(host, &literal);
   Verdict v =
-      Decide(is_ip ? "" : host, is_ip ? &literal : nullptr, port, true, req->method, path->match);
+      peers.Decide(is_ip ? "" : host, is_ip ? &literal : nullptr, port, true, req->method, path->match);
   if (!path->ambiguity.empty() && v.path_rules) {
     // Forwarded elsewhere; here a path glob decides, and another reading
     // of the path could reach what it did not mean.
@@ -90,11 +100,11 @@ bool Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
     return false;
   }
   absl::StatusOr<int> fd = absl::PermissionDeniedError("denied");
-  if (v.allow) fd = Connect(host, port, &v);
+  if (v.allow) fd = peers.Connect(host, port, &v);
   // Owns the upstream socket from here, whatever return comes next.
-  std::unique_ptr<Stream> owned = fd.ok() ? std::make_unique<Stream>(*fd, &sockets) : nullptr;
+  std::unique_ptr<Stream> owned = fd.ok() ? std::make_unique<Stream>(*fd, peers.Sockets()) : nullptr;
   if (!v.allow) {
-    Record(host, port, req->method, target->path, v, via);
+    peers.Record(host, port, req->method, target->path, v, via);
     client.WriteAll(DenyResponse(host, port, v.rule_text, v.rule_id, v.reason));
     return false;
   }
@@ -113,7 +123,7 @@ bool Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   // Never over cleartext: a credential goes only inside TLS to a verified
   // upstream.
   std::vector<Placement> creds =
-      is_ip || !client.tls() ? std::vector<Placement>() : Credentials(host, port);
+      is_ip || !client.tls() ? std::vector<Placement>() : peers.Credentials(host, port);
   if (!creds.empty()) {
     auto head_placed = InjectHead(&*req, creds);
     absl::Status st = head_placed.status();
@@ -136,13 +146,13 @@ bool Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
     if (!st.ok()) {
       v.allow = false;
       v.reason = std::string(st.message());
-      Record(host, port, req->method, target->path, v, via);
+      peers.Record(host, port, req->method, target->path, v, via);
       client.WriteAll(ErrorResponse(422, "Unprocessable Entity", st.message()));
       return false;
     }
   }
   v.credential = absl::StrJoin(placed, ",");
-  Record(host, port, req->method, target->path, v, via);
+  peers.Record(host, port, req->method, target->path, v, via);
   if (!fd.ok()) {
     client.WriteAll(ErrorResponse(502, "Bad Gateway", fd.status().message()));
     return false;
@@ -150,7 +160,7 @@ bool Attachment::State::ServeHttp(Stream& client, const std::string& head_text,
   Stream& upstream = *owned;
   SetTimeouts(*fd, kIdleTimeout);
   if (client.tls()) {
-    auto ssl = StartUpstreamTls(px->upstream_tls.get(), *fd, host);
+    auto ssl = peers.UpstreamTls(*fd, host);
     if (!ssl.ok()) {
       client.WriteAll(ErrorResponse(502, "Bad Gateway", ssl.status().message()));
       return false;

@@ -28,7 +28,7 @@ bool Attachment::State::HandleForward(Stream& client) {
     return true;
   }
   if (req->method != "CONNECT") {
-    ServeRequests(client, *head, "", 0, pb::FORWARD);
+    ServeRequests(*this, client, *head, "", 0, pb::FORWARD);
     return true;
   }
   auto target = ParseTarget(*req, false, true);
@@ -150,7 +150,7 @@ bool Attachment::State::HandleInspected(Stream& client, const std::string& host,
     case FirstBytes::kHttp: {
       upstream.reset();
       auto head = ReadHead(client, kMaxHead);
-      if (head.ok()) ServeRequests(client, *head, host, port, via);
+      if (head.ok()) ServeRequests(*this, client, *head, host, port, via);
       return true;
     }
     default:
@@ -196,7 +196,7 @@ void Attachment::State::ServeIntercepted(Stream& client, const std::string& host
   client.StartTls(std::move(*ssl));
   auto head = ReadHead(client, kMaxHead);
   if (!head.ok()) return;
-  ServeRequests(client, *head, host, port, via);
+  ServeRequests(*this, client, *head, host, port, via);
 }
 
 }  // namespace airlock::proxyd

@@ -6,24 +6,9 @@
 #include "common/client.h"
 #include "common/log.h"
 #include "protos/secrets/v1/secrets.grpc.pb.h"
+#include "vmmd/peer_clients.h"
 
 namespace airlock::vmmd {
-namespace {
-
-// What an operator can do about a failed call, or "" when nothing obvious.
-std::string Hint(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "start secretsd with `airlock daemon start`";
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return "secretsd does not take this process for vmmd; see its --vmmd-exe";
-    default:
-      return "";
-  }
-}
-
-}  // namespace
 
 RegistryCredentials SecretsRegistryCredentials(const Peer& secretsd,
                                                const std::string& host) {
@@ -39,13 +24,14 @@ RegistryCredentials SecretsRegistryCredentials(const Peer& secretsd,
   if (!s.ok()) {
     // The pull goes on anonymously: a public image still comes, and a
     // private one fails with the registry's own UNAUTHENTICATED.
-    AIRLOCK_LOG_WARN(
-        "no registry credential from secretsd; pulling anonymously",
-        {{"host", host},
-         {"secretsd", secretsd.address()},
-         {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code()))},
-         {"error", s.error_message()},
-         {"hint", Hint(s.error_code())}});
+    // Read as every other secretsd call reads (peer_clients.h): a local
+    // socket's hint differs from a remote one's, a refusal says no "start".
+    absl::Status why = PeerCallError("secretsd", secretsd,
+                                     "give the credential for registry " + host, s);
+    AIRLOCK_LOG_WARN("no registry credential from secretsd; pulling anonymously",
+                     {{"host", host},
+                      {"code", absl::StatusCodeToString(why.code())},
+                      {"error", std::string(why.message())}});
     return {};
   }
   return RegistryCredentials{resp.username(), resp.password()};
