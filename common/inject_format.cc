@@ -41,6 +41,22 @@ std::string Quote(absl::string_view text) {
   return absl::StrCat("\"", absl::CHexEscape(text.substr(0, kMax)), cut ? "...\"" : "\"");
 }
 
+// HeaderNameProblem says why `name` cannot carry a credential ("" when it can).
+std::string HeaderNameProblem(absl::string_view name) {
+  if (name.empty()) return "the header name is empty";
+  for (char c : name) {
+    if (!IsTokenChar(c)) return "the header name is not an HTTP field name";
+  }
+  for (const char* reserved : kReservedHeaders) {
+    if (absl::EqualsIgnoreCase(name, reserved)) {
+      return absl::StrCat("header ", name,
+                          " frames, routes or encodes the request (or proxyd removes it); a "
+                          "credential cannot go there");
+    }
+  }
+  return "";
+}
+
 absl::Status Bad(absl::string_view format, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("format ", Quote(format), ": ", why));
 }
@@ -84,17 +100,7 @@ absl::StatusOr<Format> ParseFormat(absl::string_view format) {
   }
   size_t eq = rest.find('=');
   absl::string_view name = rest.substr(0, eq);
-  if (name.empty()) return Bad(format, "the header name is empty");
-  for (char c : name) {
-    if (!IsTokenChar(c)) return Bad(format, "the header name is not an HTTP field name");
-  }
-  for (const char* reserved : kReservedHeaders) {
-    if (absl::EqualsIgnoreCase(name, reserved)) {
-      return Bad(format, absl::StrCat("header ", name,
-                                      " frames, routes or encodes the request (or proxyd "
-                                      "removes it); a credential cannot go there"));
-    }
-  }
+  if (std::string why = HeaderNameProblem(name); !why.empty()) return Bad(format, why);
   f.header = std::string(name);
   if (eq == absl::string_view::npos) return f;
   absl::string_view tmpl = rest.substr(eq + 1);
@@ -105,6 +111,53 @@ absl::StatusOr<Format> ParseFormat(absl::string_view format) {
   }
   f.prefix = std::string(tmpl.substr(0, at));
   f.suffix = std::string(tmpl.substr(at + 2));
+  return f;
+}
+
+secrets::v1::CredentialPlacement FormatToProto(const Format& format) {
+  secrets::v1::CredentialPlacement out;
+  if (format.kind == Format::Kind::kReplace) {
+    out.mutable_replace();
+    return out;
+  }
+  secrets::v1::HeaderPlacement* h = out.mutable_header();
+  h->set_name(format.header);
+  h->set_prefix(format.prefix);
+  h->set_suffix(format.suffix);
+  h->set_basic(format.basic);
+  h->set_basic_user(format.basic_user);
+  return out;
+}
+
+absl::StatusOr<Format> FormatFromProto(const secrets::v1::CredentialPlacement& placement) {
+  Format f;
+  switch (placement.how_case()) {
+    case secrets::v1::CredentialPlacement::kReplace:
+      return f;
+    case secrets::v1::CredentialPlacement::kHeader:
+      break;
+    default:
+      return absl::InvalidArgumentError("the placement names neither a header nor replace");
+  }
+  const secrets::v1::HeaderPlacement& h = placement.header();
+  auto bad = [](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("placement: ", why));
+  };
+  if (std::string why = HeaderNameProblem(h.name()); !why.empty()) return bad(why);
+  if (!IsPrintable(h.prefix()) || !IsPrintable(h.suffix()) ||
+      h.prefix().size() + h.suffix().size() > kMaxFormatBytes) {
+    return bad("the header's text must be printable ASCII");
+  }
+  if (h.basic() ? !IsPrintable(h.basic_user()) || absl::StrContains(h.basic_user(), ':')
+                : !h.basic_user().empty()) {
+    return bad("the basic user must be printable ASCII without ':', and only with basic");
+  }
+  f.kind = Format::Kind::kHeader;
+  f.header = h.name();
+  f.prefix = h.prefix();
+  f.suffix = h.suffix();
+  f.basic = h.basic();
+  f.basic_user = h.basic_user();
   return f;
 }
 

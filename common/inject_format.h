@@ -1,7 +1,8 @@
 // Credential formats (airlock.secrets.v1 Credential.format): how proxyd
-// places a credential's value in a request. The one parser of them, used by
-// proxyd to place a value and by secretsd to refuse a Kit's format before
-// storing it, so that what secretsd stores proxyd can place.
+// places a credential's value in a request. The one parser of format text,
+// used by secretsd only: it refuses a bad format before storing it, and
+// sends proxyd each credential's format parsed (Credential.placement,
+// FormatToProto), which proxyd reads back with FormatFromProto.
 #ifndef AIRLOCK_COMMON_INJECT_FORMAT_H_
 #define AIRLOCK_COMMON_INJECT_FORMAT_H_
 
@@ -9,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "protos/secrets/v1/secrets.pb.h"
 
 namespace airlock {
 
@@ -55,6 +57,14 @@ struct Format {
 // empty. INVALID_ARGUMENT says what is wrong, quoting the format (never a
 // value: a format holds none).
 absl::StatusOr<Format> ParseFormat(absl::string_view format);
+
+// A Format as the message secretsd sends proxyd (Credential.placement), and
+// back. FormatFromProto holds a message to the rules ParseFormat holds text
+// to (the header's name, printable text, a basic user without ':'), so a
+// placement proxyd takes is one a format could have said; INVALID_ARGUMENT
+// otherwise, and for a message that says neither header nor replace.
+secrets::v1::CredentialPlacement FormatToProto(const Format& format);
+absl::StatusOr<Format> FormatFromProto(const secrets::v1::CredentialPlacement& placement);
 
 }  // namespace airlock
 

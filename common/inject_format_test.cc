@@ -64,5 +64,54 @@ TEST(ParseFormatTest, RefusesWhatCannotBePlaced) {
   EXPECT_FALSE(ParseFormat("header:X-Key=" + std::string(kMaxFormatBytes, 'a') + "%s").ok());
 }
 
+// What secretsd sends is what it parsed: every accepted format survives the
+// wire exactly.
+TEST(FormatProtoTest, EveryFormatSurvivesTheWire) {
+  for (const char* text : {"replace", "bearer", "basic:x-access-token", "basic:", "header:X-Api-Key",
+                           "header:X-Api-Key=Token %s;", "header:x=%%s %s"}) {
+    auto f = ParseFormat(text);
+    ASSERT_TRUE(f.ok()) << text << f.status();
+    auto back = FormatFromProto(FormatToProto(*f));
+    ASSERT_TRUE(back.ok()) << text << back.status();
+    EXPECT_EQ(back->kind, f->kind) << text;
+    EXPECT_EQ(back->header, f->header) << text;
+    EXPECT_EQ(back->prefix, f->prefix) << text;
+    EXPECT_EQ(back->suffix, f->suffix) << text;
+    EXPECT_EQ(back->basic, f->basic) << text;
+    EXPECT_EQ(back->basic_user, f->basic_user) << text;
+    EXPECT_EQ(back->HeaderValue("v"), f->HeaderValue("v")) << text;
+  }
+}
+
+// A placement no format could say is refused by the reader too.
+TEST(FormatProtoTest, APlacementNoFormatCouldSayIsRefused) {
+  EXPECT_EQ(FormatFromProto(secrets::v1::CredentialPlacement()).status().message(),
+            "the placement names neither a header nor replace");
+  auto with = [](auto set) {
+    secrets::v1::CredentialPlacement p;
+    p.mutable_header()->set_name("X-Key");
+    set(p.mutable_header());
+    return FormatFromProto(p).status();
+  };
+  using H = secrets::v1::HeaderPlacement;
+  EXPECT_TRUE(with([](H*) {}).ok());
+  EXPECT_EQ(with([](H* h) { h->set_name("Content-Length"); }).message(),
+            "placement: header Content-Length frames, routes or encodes the request (or proxyd "
+            "removes it); a credential cannot go there");
+  EXPECT_EQ(with([](H* h) { h->set_name("X Key"); }).message(),
+            "placement: the header name is not an HTTP field name");
+  EXPECT_EQ(with([](H* h) { h->set_name(""); }).message(), "placement: the header name is empty");
+  EXPECT_EQ(with([](H* h) { h->set_prefix("Token\r\nHost: evil "); }).message(),
+            "placement: the header's text must be printable ASCII");
+  EXPECT_EQ(with([](H* h) { h->set_suffix(std::string(kMaxFormatBytes + 1, 'a')); }).message(),
+            "placement: the header's text must be printable ASCII");
+  EXPECT_EQ(with([](H* h) {
+              h->set_basic(true);
+              h->set_basic_user("a:b");
+            }).message(),
+            "placement: the basic user must be printable ASCII without ':', and only with basic");
+  EXPECT_FALSE(with([](H* h) { h->set_basic_user("alice"); }).ok()) << "a user without basic";
+}
+
 }  // namespace
 }  // namespace airlock

@@ -253,7 +253,7 @@ TEST(HttpExchangeTest, SmugglingShapesAre400AndUndecided) {
 
 TEST(HttpExchangeTest, ClearTextRequestsAreNeverGivenCredentials) {
   FakePeers peers;
-  peers.placements = {Placement{"c1", "SENTINEL", "real-value", "bearer"}};
+  peers.placements = {Placement{"c1", "SENTINEL", "real-value", *ParseFormat("bearer"), ""}};
   std::string got = Exchange(
       peers, "GET /v1 HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer SENTINEL\r\n\r\n",
       "api.test", 80);

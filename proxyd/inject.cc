@@ -95,17 +95,23 @@ bool RegistryReadOnly(const RequestHead& req) {
 
 std::string Base64(absl::string_view data) { return absl::Base64Escape(data); }
 
+Placement PlacementFromWire(const secrets::v1::Credential& c) {
+  auto format = FormatFromProto(c.placement());
+  return Placement{c.id(), c.sentinel(), c.value(), format.value_or(Format{}),
+                   format.ok() ? "" : std::string(format.status().message())};
+}
+
 absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
                                                     const std::vector<Placement>& creds) {
   RequestHead out = *req;
   std::vector<std::string> placed;
   for (const Placement& c : creds) {
     if (absl::StartsWith(c.id, "registry:") && !RegistryReadOnly(out)) continue;
-    auto format = ParseFormat(c.format);
-    if (!format.ok()) {
+    if (!c.invalid.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("credential ", c.id, " cannot be placed: ", format.status().message()));
+          absl::StrCat("credential ", c.id, " cannot be placed: ", c.invalid));
     }
+    const Format* format = &c.format;
     bool done = false;
     if (format->kind == Format::Kind::kHeader) {
       std::string current = out.Get(format->header);
@@ -151,7 +157,10 @@ absl::Status InjectBody(const RequestHead& req, const std::vector<Placement>& cr
   std::string coding = absl::AsciiStrToLower(req.Get("Content-Encoding"));
   if (coding.empty() || coding == "identity") {
     for (const Placement& c : creds) {
-      if (c.format != "replace" || c.sentinel.size() < 8) continue;
+      if (!c.invalid.empty() || c.format.kind != Format::Kind::kReplace ||
+          c.sentinel.size() < 8) {
+        continue;
+      }
       if (absl::StrContains(*body, c.sentinel)) {
         *body = absl::StrReplaceAll(*body, {{c.sentinel, c.value}});
         placed->push_back(c.id);

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/inject_format.h"
+#include "protos/secrets/v1/secrets.pb.h"
 #include "proxyd/http.h"
 
 namespace airlock::proxyd {
@@ -20,15 +22,18 @@ struct Placement {
   std::string id;
   std::string sentinel;
   std::string value;
-  // "header:<name>": the header <name> carries the value;
-  // "header:<name>=<template>": it carries <template>, its "%s" replaced by
-  // the value;
-  // "bearer": Authorization: Bearer <value>;
-  // "basic:<user>": Authorization: Basic base64(<user>:<value>);
-  // "replace": every occurrence of the sentinel is swapped for the value.
-  // ParseFormat (common/inject_format.h) has the exact rules.
-  std::string format;
+  // How: a header to fill, or the sentinel to swap (common/inject_format.h),
+  // as secretsd parsed it (Credential.placement; proxyd parses no format).
+  Format format;
+  // Why secretsd's placement is not one proxyd can use ("" when it is): the
+  // request is refused (InjectHead), never sent with half its credentials.
+  std::string invalid;
 };
+
+// PlacementFromWire is the Placement of a credential secretsd's Resolve
+// returned, its placement read with FormatFromProto (`invalid` says why
+// when it cannot be used).
+Placement PlacementFromWire(const secrets::v1::Credential& c);
 
 // Bodies up to this size are read whole and checked for sentinels when a
 // credential applies; larger ones stream unchanged.
@@ -38,8 +43,8 @@ inline constexpr size_t kMaxInspectedBody = 1 << 20;
 // the guest left it out or sent the sentinel in it (a value of the guest's
 // own is left alone), and "replace" sentinels are swapped in every header
 // value and in the request target. Returns the ids of the credentials
-// placed. INVALID_ARGUMENT for a format ParseFormat refuses (never sent
-// half-done: `req` is untouched then).
+// placed. INVALID_ARGUMENT for a credential whose placement is invalid
+// (never sent half-done: `req` is untouched then).
 absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
                                                     const std::vector<Placement>& creds);
 

@@ -7,6 +7,19 @@
 namespace airlock::proxyd {
 namespace {
 
+// P is a credential as proxyd gets it: its format text parsed by secretsd
+// (ParseFormat, FormatToProto) and read back from the wire.
+Placement P(const std::string& id, const std::string& sentinel, const std::string& value,
+            const std::string& format) {
+  secrets::v1::Credential c;
+  c.set_id(id);
+  c.set_sentinel(sentinel);
+  c.set_value(value);
+  c.set_format(format);
+  if (auto parsed = ParseFormat(format); parsed.ok()) *c.mutable_placement() = FormatToProto(*parsed);
+  return PlacementFromWire(c);
+}
+
 RequestHead Req(std::vector<Header> headers, std::string target = "/v1/messages") {
   RequestHead r;
   r.method = "POST";
@@ -16,10 +29,10 @@ RequestHead Req(std::vector<Header> headers, std::string target = "/v1/messages"
   return r;
 }
 
-const Placement kAnthropic{"anthropic@global", "proxy-managed", "sk-real-1", "header:x-api-key"};
-const Placement kOpenAi{"openai@global", "proxy-managed", "sk-real-2", "bearer"};
-const Placement kGit{"github@global", "proxy-managed", "ghp_real", "basic:x-access-token"};
-const Placement kCustom{"custom:TOKEN@global", "sbx-cs-0123456789abcdef", "real-custom", "replace"};
+const Placement kAnthropic = P("anthropic@global", "proxy-managed", "sk-real-1", "header:x-api-key");
+const Placement kOpenAi = P("openai@global", "proxy-managed", "sk-real-2", "bearer");
+const Placement kGit = P("github@global", "proxy-managed", "ghp_real", "basic:x-access-token");
+const Placement kCustom = P("custom:TOKEN@global", "sbx-cs-0123456789abcdef", "real-custom", "replace");
 
 TEST(InjectHeadTest, HeaderFormatsReplaceTheSentinelOrFillTheGap) {
   RequestHead r = Req({{"x-api-key", "proxy-managed"}});
@@ -62,7 +75,7 @@ TEST(InjectHeadTest, BasicAuthForGit) {
 // (dockerd's first request) and never takes the place of the engine's own
 // (a Bearer token from the registry's token service).
 TEST(InjectHeadTest, RegistryCredentialOnlyFillsTheGap) {
-  const Placement registry{"registry:reg.test:5000@global", "", "s3cret", "basic:alice"};
+  const Placement registry = P("registry:reg.test:5000@global", "", "s3cret", "basic:alice");
   RequestHead missing = Req({}, "/v2/");
   missing.method = "GET";
   ASSERT_TRUE(InjectHead(&missing, {registry}).ok());
@@ -81,7 +94,7 @@ TEST(InjectHeadTest, RegistryCredentialOnlyFillsTheGap) {
 
 // With the host's registry credential a guest may pull, and nothing more.
 TEST(InjectHeadTest, RegistryCredentialOnlyForReadsAndPullScopes) {
-  const Placement registry{"registry:reg.test@global", "", "s3cret", "basic:alice"};
+  const Placement registry = P("registry:reg.test@global", "", "s3cret", "basic:alice");
   auto carries = [&](const std::string& method, const std::string& target) {
     RequestHead r = Req({}, target);
     r.method = method;
@@ -118,7 +131,7 @@ TEST(InjectHeadTest, ReplaceSwapsPlaceholdersInHeadersAndTarget) {
 }
 
 TEST(InjectHeadTest, HeaderTemplatesFollowTheSameFillRule) {
-  const Placement kit{"codeforge@global", "proxy-managed", "cf-real", "header:X-Api-Key=Token %s"};
+  const Placement kit = P("codeforge@global", "proxy-managed", "cf-real", "header:X-Api-Key=Token %s");
   RequestHead missing = Req({});
   auto placed = InjectHead(&missing, {kit});
   ASSERT_TRUE(placed.ok()) << placed.status();
@@ -142,7 +155,17 @@ TEST(InjectHeadTest, HeaderTemplatesFollowTheSameFillRule) {
 
 TEST(InjectHeadTest, AHeaderThatFramesTheRequestIsRefused) {
   RequestHead r = Req({{"x-api-key", "proxy-managed"}});
-  Placement framing{"x@global", "proxy-managed", "v", "header:Content-Length"};
+  // secretsd would not send it (ParseFormat refuses the text); a placement
+  // naming it anyway is refused by proxyd too.
+  secrets::v1::Credential wire;
+  wire.set_id("x@global");
+  wire.set_sentinel("proxy-managed");
+  wire.set_value("v");
+  wire.mutable_placement()->mutable_header()->set_name("Content-Length");
+  Placement framing = PlacementFromWire(wire);
+  EXPECT_NE(framing.invalid.find("header Content-Length frames, routes or encodes the request"),
+            std::string::npos)
+      << framing.invalid;
   auto placed = InjectHead(&r, {kAnthropic, framing});
   EXPECT_EQ(placed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(placed.status().message().find("x@global"), std::string::npos) << placed.status();
@@ -152,7 +175,7 @@ TEST(InjectHeadTest, AHeaderThatFramesTheRequestIsRefused) {
 
 TEST(InjectHeadTest, UnknownFormatChangesNothing) {
   RequestHead r = Req({{"x-api-key", "proxy-managed"}});
-  Placement bad{"x@global", "proxy-managed", "v", "carrier-pigeon"};
+  Placement bad = P("x@global", "proxy-managed", "v", "carrier-pigeon");
   EXPECT_FALSE(InjectHead(&r, {kAnthropic, bad}).ok());
   EXPECT_EQ(r.Get("x-api-key"), "proxy-managed") << "no half-rewritten request";
 }

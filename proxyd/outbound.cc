@@ -110,7 +110,7 @@ std::vector<Placement> Attachment::State::Credentials(const std::string& host, u
     return out;
   }
   for (const auto& c : resp.credentials()) {
-    out.push_back(Placement{c.id(), c.sentinel(), c.value(), c.format()});
+    out.push_back(PlacementFromWire(c));
   }
   return out;
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/inject_format.h"
 #include "common/log.h"
 #include "common/peer_cred.h"
 #include "common/status.h"
@@ -134,6 +135,12 @@ grpc::Status SecretsService::Resolve(grpc::ServerContext* ctx, const pb::Resolve
     out->set_sentinel(c.sentinel);
     out->set_value(std::move(c.value));
     out->set_format(c.format);
+    // Stored formats were parsed when stored; one that no longer parses
+    // goes without a placement, which proxyd refuses to place (the request
+    // gets a 422 saying so, never a half-placed credential).
+    if (auto format = ParseFormat(c.format); format.ok()) {
+      *out->mutable_placement() = FormatToProto(*format);
+    }
     ids.push_back(c.id);
   }
   AIRLOCK_LOG_DEBUG("resolved", {{"caller", d.caller},
