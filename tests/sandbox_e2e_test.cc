@@ -30,9 +30,10 @@ using testing::BinaryPath;
 class SandboxE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
-    env_ = {{"AIRLOCK_RUNTIME_DIR", dir_.path() + "/run"},
-            {"AIRLOCK_STATE_DIR", dir_.path() + "/state"},
-            {"AIRLOCK_LIBEXEC_DIR", ""}};
+    // The harness's env (apid on a port of its own: a daemon set already
+    // on 7777, a user's or another test's, must not fail this one).
+    env_ = testing::AirlockEnv(dir_.path());
+    env_["AIRLOCK_LIBEXEC_DIR"] = "";
     for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
   }
   void TearDown() override {
