@@ -8,7 +8,7 @@
 // half; `airlock daemon status --json` must show all six daemons running,
 // with the pids they had at the start, after every cycle.
 //
-// Tagged manual (100 TCG boots take a quarter of an hour): run it with
+// Tagged manual (100 TCG boots take 9 to 15 minutes): run it with
 // `bazel test //tests:soak_e2e_test`.
 #include <sys/stat.h>
 #include <unistd.h>
