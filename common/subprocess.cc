@@ -187,9 +187,11 @@ bool ProcessAlive(pid_t pid) {
   DIR* tasks = opendir((dir + "/task").c_str());
   if (tasks == nullptr) return false;
   bool alive = false;
-  while (dirent* e = readdir(tasks)) {
+  while (!alive) {
+    dirent* e = readdir(tasks);
+    if (e == nullptr) break;
     if (e->d_name[0] == '.') continue;
-    if (!Exited(TaskState(absl::StrCat(dir, "/task/", e->d_name, "/stat")))) alive = true;
+    alive = !Exited(TaskState(absl::StrCat(dir, "/task/", e->d_name, "/stat")));
   }
   closedir(tasks);
   return alive;

@@ -111,10 +111,10 @@ absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
       return absl::InvalidArgumentError(
           absl::StrCat("credential ", c.id, " cannot be placed: ", c.invalid));
     }
-    const Format* format = &c.format;
+    const Format& format = c.format;
     bool done = false;
-    if (format->kind == Format::Kind::kHeader) {
-      std::string current = out.Get(format->header);
+    if (format.kind == Format::Kind::kHeader) {
+      std::string current = out.Get(format.header);
       // The guest's own value stays; the sentinel (bare, as a bearer token,
       // inside a template's text or inside basic credentials) is replaced,
       // and so is a missing one. A credential with no sentinel (a registry
@@ -127,7 +127,7 @@ absl::StatusOr<std::vector<std::string>> InjectHead(RequestHead* req,
                    absl::StrContains(decoded, c.sentinel);
       }
       if (sentinel) {
-        out.Set(format->header, format->HeaderValue(c.value));
+        out.Set(format.header, format.HeaderValue(c.value));
         done = true;
       }
     } else {
