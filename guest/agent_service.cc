@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/fd_io.h"
 #include "common/status.h"
+#include "guest/boot.h"
 #include "guest/exec_process.h"
 #include "guest/files.h"
 #include "guest/identity.h"
@@ -54,6 +55,9 @@ grpc::Status AgentService::Exec(
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message of an exec stream must be `start`");
   }
+  // A process may mount overlayfs (a Docker Engine does): the modules
+  // loaded after boot are in first.
+  if (absl::Status s = AwaitLateModules(); !s.ok()) return ToGrpc(s);
   const agentpb::ExecStart& start = first.start();
   ExecSpec spec;
   spec.argv.assign(start.argv().begin(), start.argv().end());
@@ -221,6 +225,7 @@ grpc::Status AgentService::RemovePath(grpc::ServerContext*, const agentpb::Remov
 
 grpc::Status AgentService::Mount(grpc::ServerContext*, const agentpb::MountRequest* req,
                                  agentpb::Empty*) {
+  if (absl::Status s = AwaitLateModules(); !s.ok()) return ToGrpc(s);  // virtiofs
   return ToGrpc(MountShare(req->tag(), req->path(), req->read_only(), req->file()));
 }
 

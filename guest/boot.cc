@@ -19,9 +19,14 @@
 
 #include <chrono>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <thread>
 
+#include <grpc/grpc.h>
+
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -44,6 +49,10 @@ absl::Status Mount(const char* src, const char* target, const char* type, unsign
 BootParams ParseBootParams(absl::string_view cmdline) {
   BootParams p;
   for (absl::string_view word : absl::StrSplit(cmdline, absl::ByAnyChar(" \n\t"), absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&word, "tsc_early_khz=")) {
+      if (!absl::SimpleAtoi(word, &p.tsc_khz)) p.tsc_khz = 0;
+      continue;
+    }
     if (!absl::ConsumePrefix(&word, "airlock.")) continue;
     size_t eq = word.find('=');
     absl::string_view key = word.substr(0, eq);
@@ -67,6 +76,17 @@ void Console(absl::string_view line) {
   close(fd);
 }
 
+void InitGrpc(uint64_t tsc_khz) {
+  static constexpr char kCpu0[] = "/sys/devices/system/cpu/cpu0";
+  bool presented = false;
+  if (tsc_khz > 0 && mount("tsc", kCpu0, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k") == 0) {
+    std::ofstream(absl::StrCat(kCpu0, "/tsc_freq_khz")) << tsc_khz << "\n";
+    presented = true;
+  }
+  grpc_init();
+  if (presented) umount2(kCpu0, MNT_DETACH);
+}
+
 absl::Status MountEarly() {
   if (absl::Status s = Mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); !s.ok()) return s;
   if (absl::Status s = Mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); !s.ok()) return s;
@@ -77,23 +97,61 @@ absl::Status MountEarly() {
   return absl::OkStatus();
 }
 
-absl::Status LoadModules(const std::string& dir, const std::string& list) {
+absl::StatusOr<std::vector<OpenedModule>> OpenModules(const std::string& dir,
+                                                      const std::string& list) {
   std::ifstream order(dir + "/" + list);
   if (!order) return absl::NotFoundError(absl::StrCat("no module list ", dir, "/", list));
+  std::vector<OpenedModule> modules;
   std::string name;
   while (std::getline(order, name)) {
     if (name.empty()) continue;
     std::string path = dir + "/" + name;
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return absl::NotFoundError(absl::StrCat("module ", path, ": ", strerror(errno)));
-    long rc = syscall(SYS_finit_module, fd, "", 0);
+    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return absl::NotFoundError(absl::StrCat("module ", path, ": ", strerror(errno)));
+    modules.push_back({name, std::move(fd)});
+  }
+  return modules;
+}
+
+absl::Status InsertModules(const std::vector<OpenedModule>& modules) {
+  for (const OpenedModule& m : modules) {
+    long rc = syscall(SYS_finit_module, m.fd.get(), "", 0);
     int e = errno;
-    close(fd);
     if (rc != 0 && e != EEXIST) {
-      return absl::InternalError(absl::StrCat("loading ", name, ": ", strerror(e)));
+      return absl::InternalError(absl::StrCat("loading ", m.name, ": ", strerror(e)));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status LoadModules(const std::string& dir, const std::string& list) {
+  auto modules = OpenModules(dir, list);
+  if (!modules.ok()) return modules.status();
+  return InsertModules(*modules);
+}
+
+namespace {
+
+std::mutex late_mu;
+std::shared_future<absl::Status> late_modules;
+
+}  // namespace
+
+void StartLateModules(std::vector<OpenedModule> modules) {
+  std::lock_guard<std::mutex> lock(late_mu);
+  late_modules = std::async(std::launch::async, [m = std::move(modules)] {
+                   return InsertModules(m);
+                 }).share();
+}
+
+absl::Status AwaitLateModules() {
+  std::shared_future<absl::Status> f;
+  {
+    std::lock_guard<std::mutex> lock(late_mu);
+    f = late_modules;
+  }
+  if (!f.valid()) return absl::OkStatus();
+  return f.get();
 }
 
 absl::Status MountRoot(const std::string& device, const std::string& target) {
@@ -190,18 +248,29 @@ void PowerOff() {
   _exit(0);
 }
 
-absl::Status RunScript(const std::string& script) {
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
   if (pid == 0) {
-    execl("/bin/sh", "sh", script.c_str(), static_cast<char*>(nullptr));
+    execv(args[0], args.data());
     _exit(127);
   }
+  return pid;
+}
+
+absl::Status Await(pid_t pid, const std::string& what) {
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return absl::InternalError(absl::StrCat(what, ": waitpid: ", strerror(errno)));
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(script, " failed (status ", status, ")"));
+  if (WIFEXITED(status)) {
+    return absl::InternalError(absl::StrCat(what, " failed (exit status ", WEXITSTATUS(status), ")"));
+  }
+  return absl::InternalError(absl::StrCat(what, " failed (signal ", WTERMSIG(status), ")"));
 }
 
 }  // namespace airlock::guest

@@ -3,10 +3,17 @@
 #ifndef AIRLOCK_GUEST_BOOT_H_
 #define AIRLOCK_GUEST_BOOT_H_
 
+#include <sys/types.h>
+
+#include <cstdint>
+
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/fd_io.h"
 
 namespace airlock::guest {
 
@@ -27,6 +34,9 @@ struct BootParams {
   // airlock.docker=1: the sandbox runs a Docker Engine; the modules it
   // needs (load-order-docker) are loaded too.
   bool docker = false;
+  // tsc_early_khz=N (not an airlock.* word: the kernel's own, which vmmd
+  // sets to the host's TSC frequency under TCG); 0 when absent.
+  uint64_t tsc_khz = 0;
 };
 
 // Console markers vmmd looks for.
@@ -37,19 +47,63 @@ inline constexpr char kFailedMarker[] = "AIRLOCK-AGENT-FAILED";
 // ParseBootParams reads the airlock.* words of `cmdline`.
 BootParams ParseBootParams(absl::string_view cmdline);
 
+// InitGrpc initializes gRPC for the process (the servers built later find
+// it done). gRPC and Abseil learn the TSC's frequency from
+// /sys/devices/system/cpu/cpu0/tsc_freq_khz, a file only some kernels
+// have; without it gRPC times the TSC against the clock, busy, for up to
+// 255 ms, which under TCG was ~0.5 s of every boot. Given `tsc_khz` (the
+// frequency the kernel itself was given), that file is presented for the
+// call on a tmpfs over the directory, unmounted after; with 0 (KVM, where
+// the timing converges at once) gRPC times it.
+void InitGrpc(uint64_t tsc_khz);
+
 // MountEarly mounts /proc, /sys and /dev (devtmpfs) in the initramfs.
 absl::Status MountEarly();
 
-// LoadModules inserts the modules listed in `dir`/`list`, in order.
-// Modules already present (built in or loaded) are fine.
-absl::Status LoadModules(const std::string& dir, const std::string& list = "load-order");
+// The module lists of the initramfs (tools/build_images.sh), each in
+// dependency order, each leaving out what an earlier list loads:
+// kCoreModules before the root disk and the ports, kNetModules for the
+// egress interface and its ruleset (loaded beside the core ones),
+// kLateModules what nothing needs before the agent answers (virtiofs,
+// overlayfs), kDockerModules what a Docker Engine needs on top.
+inline constexpr char kCoreModules[] = "load-order";
+inline constexpr char kNetModules[] = "load-order-net";
+inline constexpr char kLateModules[] = "load-order-late";
+inline constexpr char kDockerModules[] = "load-order-docker";
+
+// A kernel module opened for loading.
+struct OpenedModule {
+  std::string name;
+  UniqueFd fd;
+};
+
+// OpenModules opens the modules listed in `dir`/`list`, in order.
+absl::StatusOr<std::vector<OpenedModule>> OpenModules(const std::string& dir,
+                                                      const std::string& list);
+
+// InsertModules loads `modules` in order. Modules already present (built
+// in, or loaded by another list) are fine.
+absl::Status InsertModules(const std::vector<OpenedModule>& modules);
+
+// LoadModules opens and inserts the modules listed in `dir`/`list`.
+absl::Status LoadModules(const std::string& dir, const std::string& list = kCoreModules);
+
+// StartLateModules inserts `modules` on a thread of its own (their files
+// may be gone by then: they are open). AwaitLateModules waits for that
+// thread's outcome; with none started it returns at once. What needs a
+// late module (a virtiofs mount, an exec that may mount overlayfs)
+// awaits them first.
+void StartLateModules(std::vector<OpenedModule> modules);
+absl::Status AwaitLateModules();
 
 // MountRoot waits for `device` and mounts it read-write at `target`.
 absl::Status MountRoot(const std::string& device, const std::string& target);
 
-// RunScript runs `/bin/sh script` (in the initramfs) and waits for it;
-// an error carries its exit status. The egress set-up runs this way.
-absl::Status RunScript(const std::string& script);
+// Spawn starts `argv` (argv[0] a path) without waiting for it. Await
+// waits for `pid`; an error names `what` and how it ended. The egress
+// ruleset is loaded this way (`nft -f`), while the root disk mounts.
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv);
+absl::Status Await(pid_t pid, const std::string& what);
 
 // RemoveInitramfs deletes the files of the initramfs ("/", PID 1 before
 // the switch), not descending into what is mounted on it.

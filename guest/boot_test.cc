@@ -21,6 +21,13 @@ TEST(BootParamsTest, Docker) {
   EXPECT_FALSE(ParseBootParams("docker=1").docker);
 }
 
+TEST(BootParamsTest, TscFrequencyIsTheKernelsOwnWord) {
+  EXPECT_EQ(ParseBootParams("quiet tsc_early_khz=2995200 lpj=11980800").tsc_khz, 2995200u);
+  EXPECT_EQ(ParseBootParams("quiet").tsc_khz, 0u);
+  EXPECT_EQ(ParseBootParams("tsc_early_khz=fast").tsc_khz, 0u);
+  EXPECT_EQ(ParseBootParams("airlock.tsc_early_khz=5").tsc_khz, 0u);
+}
+
 TEST(BootParamsTest, ProbeAndDefaults) {
   BootParams p = ParseBootParams("airlock.probe=1 airlock.hostname=");
   EXPECT_TRUE(p.probe);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "guest/channel.h"
 #include "guest/egress.h"
 #include "guest/identity.h"
+#include "guest/net_setup.h"
 
 namespace {
 
@@ -51,25 +53,47 @@ int RunAsInit() {
     Console(airlock::guest::kProbeMarker);
     airlock::guest::PowerOff();
   }
-  if (absl::Status s = airlock::guest::LoadModules("/lib/modules"); !s.ok()) Fail(s);
-  if (params.docker) {
-    if (absl::Status s = airlock::guest::LoadModules("/lib/modules", "load-order-docker"); !s.ok()) {
-      Fail(s);
+  // Beside the boot's own steps; the servers below find it done.
+  std::thread grpc_ready([tsc_khz = params.tsc_khz] { airlock::guest::InitGrpc(tsc_khz); });
+  // Three chains, so that a boot waits for the longest, not their sum:
+  // the egress interface and its ruleset on a thread of their own (their
+  // modules, then nft), the root disk and the ports here, and modules
+  // nothing needs before the agent answers after the switch.
+  std::future<absl::Status> egress_ready = std::async(std::launch::async, [] {
+    if (absl::Status s = airlock::guest::LoadModules("/lib/modules", airlock::guest::kNetModules);
+        !s.ok()) {
+      return s;
     }
-  }
+    if (absl::Status s = airlock::guest::SetUpEgressInterface(); !s.ok()) return s;
+    auto nft = airlock::guest::Spawn({"/sbin/nft", "-f", "/etc/airlock/egress.nft"});
+    if (!nft.ok()) return nft.status();
+    return airlock::guest::Await(*nft, "loading the egress ruleset (nft -f /etc/airlock/egress.nft)");
+  });
+  if (absl::Status s = airlock::guest::LoadModules("/lib/modules"); !s.ok()) Fail(s);
+  auto late = airlock::guest::OpenModules("/lib/modules", airlock::guest::kLateModules);
+  if (!late.ok()) Fail(late.status());
   if (absl::Status s = airlock::guest::MountRoot(params.root_device, "/sysroot"); !s.ok()) Fail(s);
   auto port = airlock::guest::FindVirtioPort(params.port_name);
   if (!port.ok()) Fail(port.status());
   auto egress_port = airlock::guest::FindVirtioPort(airlock::guest::kEgressPortName);
   if (!egress_port.ok()) Fail(egress_port.status());
   // The egress redirect must be in place before any guest process runs.
-  if (absl::Status s = airlock::guest::RunScript("/etc/airlock/net-setup.sh"); !s.ok()) Fail(s);
+  if (absl::Status s = egress_ready.get(); !s.ok()) Fail(s);
+  // After the egress chain: the Docker list leaves out what it loaded.
+  if (params.docker) {
+    if (absl::Status s = airlock::guest::LoadModules("/lib/modules", airlock::guest::kDockerModules);
+        !s.ok()) {
+      Fail(s);
+    }
+  }
   if (absl::Status s = airlock::guest::SwitchRoot("/sysroot", params.hostname); !s.ok()) Fail(s);
+  airlock::guest::StartLateModules(std::move(*late));
   if (absl::Status s = airlock::guest::WriteEgressConfig(""); !s.ok()) Fail(s);
   if (params.ensure_agent_user) {
     if (absl::Status s = airlock::guest::EnsureAgentUser(""); !s.ok()) Fail(s);
   }
 
+  grpc_ready.join();
   // Egress: the agent's listeners, served to proxyd on the egress port.
   static airlock::guest::EgressService egress;
   if (absl::Status s = egress.Listen(airlock::guest::kTransparentPort,

@@ -232,7 +232,7 @@ build_initramfs() {
   local out=$CACHE/initramfs
   [ -x "$AGENT_BIN" ] || { log "no agent binary at $AGENT_BIN (bazel build //guest:airlock-agent)"; exit 1; }
   local stamp; stamp=$(cat "$AGENT_BIN" /bin/busybox /usr/sbin/nft "$CACHE/kernel/release" \
-    "$top/guest/net-setup.sh" "$top/guest/egress.nft" "$here/build_images.sh" | sha256sum | cut -d' ' -f1)
+    "$top/guest/egress.nft" "$here/build_images.sh" | sha256sum | cut -d' ' -f1)
   if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then return; fi
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
   local st=$out.tmp/root
@@ -245,22 +245,25 @@ build_initramfs() {
   # Egress set-up (guest/egress.nft): nft and the ruleset, run before switch root.
   mkdir -p "$st/etc/airlock"
   cp /usr/sbin/nft "$st/sbin/nft"
-  cp "$top/guest/net-setup.sh" "$st/etc/airlock/net-setup.sh"
   cp "$top/guest/egress.nft" "$st/etc/airlock/egress.nft"
   # The agent's and nft's shared libraries and the loader, at the paths ldd reports.
   { ldd "$AGENT_BIN"; ldd /usr/sbin/nft; } | grep -o '/[^ ]*' | sort -u | while read -r lib; do
     mkdir -p "$st$(dirname "$lib")"; cp -L "$lib" "$st$lib"
   done
-  # Kernel modules, in dependency order (built-ins skipped): load-order is
-  # what every guest loads; load-order-docker what a Docker Engine needs
-  # on top (airlock.docker=1): overlayfs, bridges and veth pairs, and the
-  # netfilter parts of its iptables (nft backend) rules. No br_netfilter:
+  # Kernel modules, in dependency order (built-ins skipped), each list
+  # leaving out what an earlier one loads (guest/boot.h): load-order
+  # before the root disk and the ports, load-order-net for the egress
+  # interface and ruleset (the agent loads both at once), load-order-late
+  # after the agent answers (virtiofs, overlayfs), load-order-docker what a
+  # Docker Engine needs on top (airlock.docker=1): bridges and veth pairs,
+  # and the netfilter parts of its iptables (nft backend) rules. No br_netfilter:
   # containers on one bridge talk over it without passing the egress rules.
   local kdir=$CACHE/kernel/modules
-  write_modules "$kdir" "$st/lib/modules" load-order virtio_mmio virtio_blk virtio_console virtio_balloon ext4 \
-    9pnet_virtio 9p fuse virtiofs overlay \
-    dummy nf_tables nft_chain_nat nft_redir nf_nat nft_reject_ipv4 nft_reject_ipv6 \
-    nft_fib_ipv4 nft_fib_ipv6
+  write_modules "$kdir" "$st/lib/modules" load-order virtio_mmio virtio_blk virtio_console \
+    virtio_balloon ext4
+  write_modules "$kdir" "$st/lib/modules" load-order-net dummy nf_tables nft_chain_nat nft_redir \
+    nf_nat nft_reject_ipv4 nft_reject_ipv6 nft_fib_ipv4 nft_fib_ipv6
+  write_modules "$kdir" "$st/lib/modules" load-order-late fuse virtiofs overlay
   write_modules "$kdir" "$st/lib/modules" load-order-docker bridge veth nf_conntrack nf_nat \
     nft_compat nft_ct nft_nat nft_masq xt_addrtype xt_conntrack xt_MASQUERADE xt_nat \
     xt_tcpudp xt_comment xt_mark xt_multiport ipt_REJECT ip6t_REJECT nf_conntrack_netlink

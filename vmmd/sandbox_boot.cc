@@ -132,6 +132,8 @@ void SandboxManager::Boot(const std::string& name, bool launch) {
       sb = records_[name].sb;
     }
     KillVm(sb);
+    // Ports open just before RUNNING; a failure after them closes them.
+    ClosePorts(name);
     bool cancelled = s.code() == absl::StatusCode::kCancelled;
     UpdateOrWarn(name, "", [&](vmm::Sandbox& sb) {
       sb.set_state(cancelled ? vmm::STOPPED : vmm::FAILED);
@@ -386,24 +388,24 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         }
       }
       {
+        // The agent answers: exec need not wait for the ports and remote.
         std::lock_guard<std::mutex> lock(mu_);
         records_[name].agent = link;
+        records_[name].reattaching = false;
+        changed_.notify_all();
       }
+      // RUNNING promises what the sandbox publishes: its ports listen and
+      // a clone's `sandbox-NAME` remote is in the host repo (a caller that
+      // saw RUNNING and then read the repo saw it change under it).
+      OpenPorts(name);
+      if (sb.spec().clone()) PublishClone(name);
       absl::Status st = Update(name, "", [&](vmm::Sandbox& sb) {
         sb.set_state(vmm::RUNNING);
         sb.set_kernel(pong.kernel());
         // Armed once per boot: a reattach after a vmmd restart keeps it.
         if (sb.expires_at() == 0) sb.set_expires_at(ArmedExpiry(sb.spec(), time(nullptr)));
       });
-      {
-        // The agent answers: exec need not wait for the ports and remote.
-        std::lock_guard<std::mutex> lock(mu_);
-        records_[name].reattaching = false;
-        changed_.notify_all();
-      }
       if (st.ok()) {
-        OpenPorts(name);
-        if (sb.spec().clone()) PublishClone(name);
         // The first boot of an image (in this shape) makes the snapshot
         // the next sandboxes of it restore.
         if (mount_shares && !restored) MaybeSnapshot(name);
