@@ -2,12 +2,16 @@
 // with a real gRPC client: exec (pipes and a pty), exit codes and files.
 #include "guest/agent_service.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <chrono>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "common/client.h"
 #include "common/fd_io.h"
 #include "common/testing/harness.h"
@@ -124,6 +128,51 @@ TEST_F(AgentServiceTest, SignalKillsTheProcessGroup) {
   sig.set_signal(SIGTERM);
   Result r = Exec(Cmd({"sleep", "30"}), "", {sig});
   EXPECT_EQ(r.code, 128 + SIGTERM);
+}
+
+TEST_F(AgentServiceTest, ACancelAfterTheExitLeavesWhatTheProcessLeftRunning) {
+  // vmmd ends the agent's stream with a cancel once it has the exit.
+  grpc::ClientContext ctx;
+  auto stream = stub_->Exec(&ctx);
+  agentpb::ExecRequest req;
+  *req.mutable_start() = Cmd({"sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"});
+  stream->Write(req);
+  std::string out;
+  agentpb::ExecResponse resp;
+  while (stream->Read(&resp)) {
+    out += resp.stdout();
+    if (resp.has_exit()) break;
+  }
+  ctx.TryCancel();
+  stream->Finish();
+  pid_t left = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(out), &left)) << out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(kill(left, 0), 0) << "the background sleep was killed by the late cancel";
+  kill(left, SIGKILL);
+}
+
+TEST_F(AgentServiceTest, ACancelBeforeTheExitEndsTheProcessGroup) {
+  grpc::ClientContext ctx;
+  auto stream = stub_->Exec(&ctx);
+  agentpb::ExecRequest req;
+  *req.mutable_start() = Cmd({"sh", "-c", "sleep 30 & echo $!; wait"});
+  stream->Write(req);
+  std::string out;
+  agentpb::ExecResponse resp;
+  while (out.find('\n') == std::string::npos && stream->Read(&resp)) out += resp.stdout();
+  ctx.TryCancel();
+  stream->Finish();
+  pid_t sleeper = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(out), &sleeper)) << out;
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    // Gone, or a zombie of this test's process (a reaper would take it).
+    std::string stat = ReadFileToString("/proc/" + std::to_string(sleeper) + "/stat");
+    gone = stat.empty() || stat.find(") Z ") != std::string::npos;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "the exec's process group outlived a cancel before its exit";
 }
 
 TEST_F(AgentServiceTest, TtyHasTerminalSizeAndResizes) {

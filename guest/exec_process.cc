@@ -253,7 +253,8 @@ void ExecProcess::Resize(unsigned rows, unsigned cols) {
 }
 
 void ExecProcess::Signal(int sig) {
-  if (pid_ > 0) kill(-pid_, sig);
+  // Not after the process ended: what it left running is left alone.
+  ChildReaper::Global().SignalGroup(pid_, sig);
 }
 
 void ExecProcess::Detach() {

@@ -1,5 +1,7 @@
 #include "guest/reaper.h"
 
+#include <signal.h>
+
 #include <errno.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -91,6 +93,17 @@ void ChildReaper::Forget(pid_t pid) {
   } else {
     it->second.forgotten = true;
   }
+}
+
+}  // namespace airlock::guest
+
+namespace airlock::guest {
+
+void ChildReaper::SignalGroup(pid_t pid, int sig) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = children_.find(pid);
+  if (pid <= 0 || it == children_.end() || it->second.done) return;
+  kill(-pid, sig);
 }
 
 }  // namespace airlock::guest

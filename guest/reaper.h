@@ -33,6 +33,14 @@ class ChildReaper {
   // dropped when it exits.
   void Forget(pid_t pid);
 
+  // SignalGroup sends `sig` to the process group of `pid` (from Fork) while
+  // `pid` has not been seen to exit; once it has (waited for or not), it
+  // does nothing, so a late signal never reaches what remains of the group
+  // or a group that took the number later. Where it stops: between the
+  // kernel reaping `pid` and this reaper recording it (microseconds), a
+  // signal still goes to the group's remaining members.
+  void SignalGroup(pid_t pid, int sig);
+
  private:
   ChildReaper() = default;
   void Loop();

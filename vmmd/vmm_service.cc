@@ -191,8 +191,8 @@ grpc::Status VmmService::Exec(
   });
   agentpb::ExecResponse resp;
   bool exited = false;
-  while (upstream->Read(&resp)) {
-    exited = exited || resp.has_exit();
+  while (!exited && upstream->Read(&resp)) {
+    exited = resp.has_exit();
     if (!stream->Write(FromAgent(resp))) {
       cctx.TryCancel();
       break;
@@ -204,6 +204,14 @@ grpc::Status VmmService::Exec(
     ctx->TryCancel();
   }
   forward.join();
+  if (exited) {
+    // Nothing follows an exit: the client has its answer now, not after
+    // one more round trip to the guest for the agent's end of the stream
+    // (the agent then leaves alone what the process left running).
+    cctx.TryCancel();
+    upstream->Finish();
+    return grpc::Status::OK;
+  }
   grpc::Status s = Checked(manager_, first.start().sandbox(), upstream->Finish());
   if (!exited && s.ok()) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the sandbox stopped during exec");
