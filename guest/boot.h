@@ -34,9 +34,6 @@ struct BootParams {
   // airlock.docker=1: the sandbox runs a Docker Engine; the modules it
   // needs (load-order-docker) are loaded too.
   bool docker = false;
-  // tsc_early_khz=N (not an airlock.* word: the kernel's own, which vmmd
-  // sets to the host's TSC frequency under TCG); 0 when absent.
-  uint64_t tsc_khz = 0;
 };
 
 // Console markers vmmd looks for.
@@ -48,14 +45,13 @@ inline constexpr char kFailedMarker[] = "AIRLOCK-AGENT-FAILED";
 BootParams ParseBootParams(absl::string_view cmdline);
 
 // InitGrpc initializes gRPC for the process (the servers built later find
-// it done). gRPC and Abseil learn the TSC's frequency from
-// /sys/devices/system/cpu/cpu0/tsc_freq_khz, a file only some kernels
-// have; without it gRPC times the TSC against the clock, busy, for up to
-// 255 ms, which under TCG was ~0.5 s of every boot. Given `tsc_khz` (the
-// frequency the kernel itself was given), that file is presented for the
-// call on a tmpfs over the directory, unmounted after; with 0 (KVM, where
-// the timing converges at once) gRPC times it.
-void InitGrpc(uint64_t tsc_khz);
+// it done). gRPC 1.51 will not start its clock until CLOCK_MONOTONIC reads
+// 2 s or more (it sleeps in steps of 100 ms until then), which a guest's
+// agent reaches ~1 s into the boot: InitGrpc moves gRPC's own monotonic
+// clock 5 s ahead first, as later gRPC releases do themselves. Only
+// gRPC's reading moves (its deadlines are relative); the guest's clock
+// and what processes see are untouched.
+void InitGrpc();
 
 // MountEarly mounts /proc, /sys and /dev (devtmpfs) in the initramfs.
 absl::Status MountEarly();

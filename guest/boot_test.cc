@@ -1,5 +1,10 @@
 #include "guest/boot.h"
 
+#include <grpc/support/time.h>
+#include <time.h>
+
+#include <cstdlib>
+
 #include "gtest/gtest.h"
 
 namespace airlock::guest {
@@ -21,18 +26,25 @@ TEST(BootParamsTest, Docker) {
   EXPECT_FALSE(ParseBootParams("docker=1").docker);
 }
 
-TEST(BootParamsTest, TscFrequencyIsTheKernelsOwnWord) {
-  EXPECT_EQ(ParseBootParams("quiet tsc_early_khz=2995200 lpj=11980800").tsc_khz, 2995200u);
-  EXPECT_EQ(ParseBootParams("quiet").tsc_khz, 0u);
-  EXPECT_EQ(ParseBootParams("tsc_early_khz=fast").tsc_khz, 0u);
-  EXPECT_EQ(ParseBootParams("airlock.tsc_early_khz=5").tsc_khz, 0u);
-}
-
 TEST(BootParamsTest, ProbeAndDefaults) {
   BootParams p = ParseBootParams("airlock.probe=1 airlock.hostname=");
   EXPECT_TRUE(p.probe);
   EXPECT_EQ(p.hostname, "sandbox");
   EXPECT_EQ(p.root_device, "/dev/vda");
+}
+
+TEST(InitGrpcTest, GrpcsMonotonicClockRunsFiveSecondsAheadAndNothingElseMoves) {
+  InitGrpc();
+  InitGrpc();  // a second call changes nothing
+  struct timespec before, after;
+  clock_gettime(CLOCK_MONOTONIC, &before);
+  gpr_timespec grpc = gpr_now(GPR_CLOCK_MONOTONIC);
+  clock_gettime(CLOCK_MONOTONIC, &after);
+  EXPECT_GE(grpc.tv_sec, before.tv_sec + 5);
+  EXPECT_LE(grpc.tv_sec, after.tv_sec + 5);
+  // Wall time is gRPC's own, unmoved.
+  gpr_timespec wall = gpr_now(GPR_CLOCK_REALTIME);
+  EXPECT_LE(std::llabs(wall.tv_sec - time(nullptr)), 1);
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ int RunAsInit() {
     airlock::guest::PowerOff();
   }
   // Beside the boot's own steps; the servers below find it done.
-  std::thread grpc_ready([tsc_khz = params.tsc_khz] { airlock::guest::InitGrpc(tsc_khz); });
+  std::thread grpc_ready([] { airlock::guest::InitGrpc(); });
   // Three chains, so that a boot waits for the longest, not their sum:
   // the egress interface and its ruleset on a thread of their own (their
   // modules, then nft), the root disk and the ports here, and modules
