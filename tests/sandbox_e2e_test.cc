@@ -232,6 +232,18 @@ TEST_F(SandboxE2ETest, VmmdKilledWhileRunningReattaches) {
   EXPECT_EQ(Sandbox("survivor")["pid"], qemu) << "reattached, not rebooted";
   auto cat = Airlock({"exec", "survivor", "--", "cat", "/tmp/mark"});
   EXPECT_EQ(cat.out, "before\n") << cat.err;
+
+  // A stop that finds vmmd gone starts it and waits for its reattach,
+  // instead of being refused while the reattach holds the sandbox.
+  ASSERT_EQ(kill(VmmdPid(), SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto stop = Airlock({"stop", "survivor"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_EQ(Sandbox("survivor")["state"], "stopped");
+  for (int i = 0; i < 250 && ProcessAlive(qemu); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(ProcessAlive(qemu)) << "the stopped sandbox's VM is still there";
 }
 
 TEST_F(SandboxE2ETest, VmmdKilledDuringCreateLeavesNoOrphan) {

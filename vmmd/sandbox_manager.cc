@@ -211,7 +211,11 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::RenewTimeout(const std::string& nam
 
 absl::StatusOr<vmm::Sandbox> SandboxManager::Begin(const std::string& name,
                                                    const std::string& what) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_for(lock, seconds(options_.boot_timeout_s), [&] {
+    auto r = records_.find(name);
+    return r == records_.end() || !r->second.recovering || stopping_;
+  });
   auto it = records_.find(name);
   if (it == records_.end()) {
     return absl::NotFoundError(absl::StrCat("no sandbox named \"", name,
@@ -233,6 +237,7 @@ void SandboxManager::End(const std::string& name) {
   if (it != records_.end()) {
     it->second.busy = false;
     it->second.reattaching = false;
+    it->second.recovering = false;
   }
   changed_.notify_all();
 }

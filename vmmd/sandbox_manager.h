@@ -169,6 +169,11 @@ class SandboxManager {
     // vmmd restarted under the running guest and is reattaching: exec and
     // file calls wait for it instead of being refused.
     bool reattaching = false;
+    // A restarted vmmd's own work on the sandbox (a reattach, or the boot
+    // of one that was starting): it holds the record until it ends, and
+    // a lifecycle call waits for it instead of being refused (the caller
+    // did not race anyone; the restart did).
+    bool recovering = false;
   };
 
   std::string SandboxDir(const std::string& name) const;
@@ -235,6 +240,10 @@ class SandboxManager {
   // it when its agent is up and commits the snapshot; returns its size.
   absl::StatusOr<uint64_t> BuildSnapshot(const std::string& key, const VmConfig& config,
                                          const std::string& base_disk);
+  // ScrubSnapshotGuest drops the page cache, dentries and inodes of the
+  // snapshot's guest at `agent_socket` and compacts its free memory, so
+  // that free page reporting returns them before the save.
+  absl::Status ScrubSnapshotGuest(const std::string& agent_socket);
   // RecoverSnapshots drops what a vmmd stopped while making one left.
   void RecoverSnapshots();
   // SharesOf lists the virtiofs exports of a sandbox.

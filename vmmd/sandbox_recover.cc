@@ -119,6 +119,7 @@ absl::Status SandboxManager::Recover() {
       std::lock_guard<std::mutex> lock(mu_);
       records_[name].busy = true;
       records_[name].reattaching = true;
+      records_[name].recovering = true;
     }
     AIRLOCK_LOG_INFO("reattaching", {{"sandbox", name}, {"pid", std::to_string(pid)}});
     UpdateOrWarn(name, "reattaching", [&](vmm::Sandbox& s) { s.set_vmm_pid(pid); });
@@ -128,6 +129,7 @@ absl::Status SandboxManager::Recover() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       records_[name].busy = true;
+      records_[name].recovering = true;
     }
     StartWorker([this, name = name] { Boot(name, true); });
   }
