@@ -23,18 +23,11 @@
 #include <mutex>
 #include <thread>
 
-#include <grpc/grpc.h>
-#include <grpc/support/time.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-
-// gRPC's clock, through the hook its own tests use to replace it (a C
-// symbol of Debian's libgpr 1.51, not in its headers: a gRPC without it
-// fails to link here, never silently).
-extern "C" gpr_timespec (*gpr_now_impl)(gpr_clock_type);
 
 namespace airlock::guest {
 namespace {
@@ -77,26 +70,6 @@ void Console(absl::string_view line) {
   close(fd);
 }
 
-namespace {
-
-gpr_timespec (*grpc_clock)(gpr_clock_type) = nullptr;
-
-gpr_timespec MonotonicFromFiveSeconds(gpr_clock_type type) {
-  gpr_timespec t = grpc_clock(type);
-  if (type == GPR_CLOCK_MONOTONIC) t.tv_sec += 5;
-  return t;
-}
-
-}  // namespace
-
-void InitGrpc() {
-  if (grpc_clock == nullptr) {
-    grpc_clock = gpr_now_impl;
-    gpr_now_impl = MonotonicFromFiveSeconds;
-  }
-  grpc_init();
-}
-
 absl::Status MountEarly() {
   if (absl::Status s = Mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); !s.ok()) return s;
   if (absl::Status s = Mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr); !s.ok()) return s;
@@ -117,7 +90,9 @@ absl::StatusOr<std::vector<OpenedModule>> OpenModules(const std::string& dir,
     if (name.empty()) continue;
     std::string path = dir + "/" + name;
     UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) return absl::NotFoundError(absl::StrCat("module ", path, ": ", strerror(errno)));
+    if (fd.get() < 0) {
+      return absl::NotFoundError(absl::StrCat("module ", path, ": ", strerror(errno)));
+    }
     modules.push_back({name, std::move(fd)});
   }
   return modules;
@@ -149,8 +124,12 @@ std::shared_future<absl::Status> late_modules;
 
 void StartLateModules(std::vector<OpenedModule> modules) {
   std::lock_guard<std::mutex> lock(late_mu);
-  late_modules = std::async(std::launch::async, [m = std::move(modules)] {
-                   return InsertModules(m);
+  late_modules = std::async(std::launch::async, [m = std::move(modules)]() mutable {
+                   absl::Status s = InsertModules(m);
+                   // Closed: the files (in the deleted initramfs) are freed.
+                   m.clear();
+                   if (!s.ok()) Console(absl::StrCat("late kernel modules: ", s.message()));
+                   return s;
                  }).share();
 }
 
@@ -274,11 +253,14 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
 absl::Status Await(pid_t pid, const std::string& what) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return absl::InternalError(absl::StrCat(what, ": waitpid: ", strerror(errno)));
+    if (errno != EINTR) {
+      return absl::InternalError(absl::StrCat(what, ": waitpid: ", strerror(errno)));
+    }
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
   if (WIFEXITED(status)) {
-    return absl::InternalError(absl::StrCat(what, " failed (exit status ", WEXITSTATUS(status), ")"));
+    return absl::InternalError(
+        absl::StrCat(what, " failed (exit status ", WEXITSTATUS(status), ")"));
   }
   return absl::InternalError(absl::StrCat(what, " failed (signal ", WTERMSIG(status), ")"));
 }

@@ -5,8 +5,6 @@
 
 #include <sys/types.h>
 
-#include <cstdint>
-
 #include <string>
 #include <vector>
 
@@ -44,15 +42,6 @@ inline constexpr char kFailedMarker[] = "AIRLOCK-AGENT-FAILED";
 // ParseBootParams reads the airlock.* words of `cmdline`.
 BootParams ParseBootParams(absl::string_view cmdline);
 
-// InitGrpc initializes gRPC for the process (the servers built later find
-// it done). gRPC 1.51 will not start its clock until CLOCK_MONOTONIC reads
-// 2 s or more (it sleeps in steps of 100 ms until then), which a guest's
-// agent reaches ~1 s into the boot: InitGrpc moves gRPC's own monotonic
-// clock 5 s ahead first, as later gRPC releases do themselves. Only
-// gRPC's reading moves (its deadlines are relative); the guest's clock
-// and what processes see are untouched.
-void InitGrpc();
-
 // MountEarly mounts /proc, /sys and /dev (devtmpfs) in the initramfs.
 absl::Status MountEarly();
 
@@ -85,7 +74,8 @@ absl::Status InsertModules(const std::vector<OpenedModule>& modules);
 absl::Status LoadModules(const std::string& dir, const std::string& list = kCoreModules);
 
 // StartLateModules inserts `modules` on a thread of its own (their files
-// may be gone by then: they are open). AwaitLateModules waits for that
+// may be gone by then: they are open, and closed once inserted); a
+// failure is written to the console. AwaitLateModules waits for that
 // thread's outcome; with none started it returns at once. What needs a
 // late module (a virtiofs mount, an exec that may mount overlayfs)
 // awaits them first.
@@ -98,6 +88,8 @@ absl::Status MountRoot(const std::string& device, const std::string& target);
 // Spawn starts `argv` (argv[0] a path) without waiting for it. Await
 // waits for `pid`; an error names `what` and how it ended. The egress
 // ruleset is loaded this way (`nft -f`), while the root disk mounts.
+// Before switch root only: after it, ChildReaper (reaper.h) is the one
+// caller of wait() and would take the status first.
 absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv);
 absl::Status Await(pid_t pid, const std::string& what);
 

@@ -1,10 +1,5 @@
 #include "guest/boot.h"
 
-#include <grpc/support/time.h>
-#include <time.h>
-
-#include <cstdlib>
-
 #include "gtest/gtest.h"
 
 namespace airlock::guest {
@@ -31,20 +26,6 @@ TEST(BootParamsTest, ProbeAndDefaults) {
   EXPECT_TRUE(p.probe);
   EXPECT_EQ(p.hostname, "sandbox");
   EXPECT_EQ(p.root_device, "/dev/vda");
-}
-
-TEST(InitGrpcTest, GrpcsMonotonicClockRunsFiveSecondsAheadAndNothingElseMoves) {
-  InitGrpc();
-  InitGrpc();  // a second call changes nothing
-  struct timespec before, after;
-  clock_gettime(CLOCK_MONOTONIC, &before);
-  gpr_timespec grpc = gpr_now(GPR_CLOCK_MONOTONIC);
-  clock_gettime(CLOCK_MONOTONIC, &after);
-  EXPECT_GE(grpc.tv_sec, before.tv_sec + 5);
-  EXPECT_LE(grpc.tv_sec, after.tv_sec + 5);
-  // Wall time is gRPC's own, unmoved.
-  gpr_timespec wall = gpr_now(GPR_CLOCK_REALTIME);
-  EXPECT_LE(std::llabs(wall.tv_sec - time(nullptr)), 1);
 }
 
 }  // namespace

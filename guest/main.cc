@@ -21,6 +21,7 @@
 #include "guest/users.h"
 #include "guest/channel.h"
 #include "guest/egress.h"
+#include "guest/grpc_clock.h"
 #include "guest/identity.h"
 #include "guest/net_setup.h"
 
@@ -67,7 +68,8 @@ int RunAsInit() {
     if (absl::Status s = airlock::guest::SetUpEgressInterface(); !s.ok()) return s;
     auto nft = airlock::guest::Spawn({"/sbin/nft", "-f", "/etc/airlock/egress.nft"});
     if (!nft.ok()) return nft.status();
-    return airlock::guest::Await(*nft, "loading the egress ruleset (nft -f /etc/airlock/egress.nft)");
+    return airlock::guest::Await(*nft,
+                                 "loading the egress ruleset (nft -f /etc/airlock/egress.nft)");
   });
   if (absl::Status s = airlock::guest::LoadModules("/lib/modules"); !s.ok()) Fail(s);
   auto late = airlock::guest::OpenModules("/lib/modules", airlock::guest::kLateModules);
@@ -81,7 +83,8 @@ int RunAsInit() {
   if (absl::Status s = egress_ready.get(); !s.ok()) Fail(s);
   // After the egress chain: the Docker list leaves out what it loaded.
   if (params.docker) {
-    if (absl::Status s = airlock::guest::LoadModules("/lib/modules", airlock::guest::kDockerModules);
+    if (absl::Status s =
+            airlock::guest::LoadModules("/lib/modules", airlock::guest::kDockerModules);
         !s.ok()) {
       Fail(s);
     }

@@ -1,13 +1,14 @@
 #include "guest/net_setup.h"
 
 #include <arpa/inet.h>
-#include <net/if.h>
 #include <errno.h>
 #include <linux/if_link.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -38,7 +39,7 @@ class Request {
     auto* rta = reinterpret_cast<struct rtattr*>(&buf_[at]);
     rta->rta_type = type;
     rta->rta_len = RTA_LENGTH(len);
-    memcpy(RTA_DATA(rta), data, len);
+    if (len > 0) memcpy(RTA_DATA(rta), data, len);
   }
   void AddString(uint16_t type, const std::string& s) { Add(type, s.c_str(), s.size() + 1); }
   void AddU32(uint16_t type, uint32_t v) { Add(type, &v, sizeof(v)); }
@@ -63,10 +64,13 @@ class Request {
 };
 
 // Talk sends `msg` on a fresh rtnetlink socket and returns the kernel's
-// answer: 0, or the errno it acknowledged with.
+// answer: 0, or the errno it acknowledged with (ETIMEDOUT when none came
+// within 5 s, EPROTO when the answer was not an acknowledgement).
 int Talk(const std::string& msg) {
   UniqueFd fd(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
   if (fd.get() < 0) return errno;
+  struct timeval wait {5, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
   struct sockaddr_nl kernel {};
   kernel.nl_family = AF_NETLINK;
   if (sendto(fd.get(), msg.data(), msg.size(), 0, reinterpret_cast<struct sockaddr*>(&kernel),
@@ -77,13 +81,14 @@ int Talk(const std::string& msg) {
   for (;;) {
     ssize_t n = recv(fd.get(), answer, sizeof(answer), 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : errno;
     int len = static_cast<int>(n);
     for (auto* h = reinterpret_cast<struct nlmsghdr*>(answer); NLMSG_OK(h, len);
          h = NLMSG_NEXT(h, len)) {
       if (h->nlmsg_type == NLMSG_ERROR) {
         return -reinterpret_cast<struct nlmsgerr*>(NLMSG_DATA(h))->error;
       }
+      if (h->nlmsg_type == NLMSG_DONE) return EPROTO;
     }
   }
 }

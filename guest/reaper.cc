@@ -1,8 +1,7 @@
 #include "guest/reaper.h"
 
-#include <signal.h>
-
 #include <errno.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -1,6 +1,8 @@
 // The agent runs as PID 1, so every orphan in the guest becomes its child.
-// ChildReaper is the only caller of wait(): it reaps everything and hands the
-// exit status of the processes the agent started to whoever waits for them.
+// ChildReaper is the only caller of wait() once the guest runs (before
+// switch root the boot's own Spawn/Await, boot.h, wait for nft): it reaps
+// everything and hands the exit status of the processes the agent started
+// to whoever waits for them.
 #ifndef AIRLOCK_GUEST_REAPER_H_
 #define AIRLOCK_GUEST_REAPER_H_
 

@@ -186,11 +186,15 @@ build_agent_template() {
 
 # write_modules MODULES_DIR DEST LIST NAME...: copies the named modules and
 # what they depend on (first) into DEST, already loaded ones (listed in an
-# earlier list of DEST) skipped, and writes their order to DEST/LIST.
+# earlier list of DEST) skipped, and writes their order to DEST/LIST. With
+# AFTER set (a space-separated list of lists, possibly empty), only those
+# count as loaded before: a list loaded at the same time as another must
+# not count on it.
 write_modules() {
-  python3 - "$@" <<'PY'
+  AFTER=${AFTER-all} python3 - "$@" <<'PY'
 import os, shutil, subprocess, sys
 mdir, dst, listname, want = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+after = os.environ['AFTER']
 deps = {}
 for line in open(os.path.join(mdir, 'modules.dep')):
     k, v = line.split(':', 1)
@@ -198,7 +202,7 @@ for line in open(os.path.join(mdir, 'modules.dep')):
 byname = {os.path.basename(k).split('.ko')[0].replace('-', '_'): k for k in deps}
 seen = set()
 for other in os.listdir(dst):
-    if other.startswith('load-order'):
+    if other.startswith('load-order') and (after == 'all' or other in after.split()):
         seen.update(l.strip() for l in open(os.path.join(dst, other)))
 seen = {k for k in deps if os.path.basename(k) in seen}
 order = []
@@ -261,7 +265,9 @@ build_initramfs() {
   local kdir=$CACHE/kernel/modules
   write_modules "$kdir" "$st/lib/modules" load-order virtio_mmio virtio_blk virtio_console \
     virtio_balloon ext4
-  write_modules "$kdir" "$st/lib/modules" load-order-net dummy nf_tables nft_chain_nat nft_redir \
+  # Loaded beside load-order: it repeats what it shares with it (a second
+  # load of a module is harmless), never counts on it.
+  AFTER="" write_modules "$kdir" "$st/lib/modules" load-order-net dummy nf_tables nft_chain_nat nft_redir \
     nf_nat nft_reject_ipv4 nft_reject_ipv6 nft_fib_ipv4 nft_fib_ipv6
   write_modules "$kdir" "$st/lib/modules" load-order-late fuse virtiofs overlay
   write_modules "$kdir" "$st/lib/modules" load-order-docker bridge veth nf_conntrack nf_nat \

@@ -394,9 +394,10 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         records_[name].reattaching = false;
         changed_.notify_all();
       }
-      // RUNNING promises what the sandbox publishes: its ports listen and
-      // a clone's `sandbox-NAME` remote is in the host repo (a caller that
-      // saw RUNNING and then read the repo saw it change under it).
+      // RUNNING comes after what the sandbox publishes: its ports listen,
+      // and a clone's `sandbox-NAME` remote is in the host repo unless gitd
+      // was down (then the monitor retries it). A caller that saw RUNNING
+      // and then read the repo saw it change under it.
       OpenPorts(name);
       if (sb.spec().clone()) PublishClone(name);
       absl::Status st = Update(name, "", [&](vmm::Sandbox& sb) {

@@ -212,14 +212,20 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::RenewTimeout(const std::string& nam
 absl::StatusOr<vmm::Sandbox> SandboxManager::Begin(const std::string& name,
                                                    const std::string& what) {
   std::unique_lock<std::mutex> lock(mu_);
+  // A restarted vmmd's own reattach or boot of the sandbox is waited for
+  // (bounded; cut short by rm -f and by vmmd stopping).
   changed_.wait_for(lock, seconds(options_.boot_timeout_s), [&] {
     auto r = records_.find(name);
-    return r == records_.end() || !r->second.recovering || stopping_;
+    return r == records_.end() || !r->second.recovering || r->second.cancel || stopping_;
   });
   auto it = records_.find(name);
   if (it == records_.end()) {
     return absl::NotFoundError(absl::StrCat("no sandbox named \"", name,
                                             "\" (see `airlock ls`)"));
+  }
+  if (it->second.recovering) {
+    return absl::UnavailableError(absl::StrCat(
+        "vmmd is still recovering sandbox ", name, " after a restart; try again"));
   }
   if (it->second.busy) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -189,6 +189,8 @@ class SandboxManager {
   void UpdateOrWarn(const std::string& name, const std::string& progress,
                     const std::function<void(airlock::vmm::v1::Sandbox&)>& mutate);
   // Begin marks the record busy; FAILED_PRECONDITION when it already is.
+  // A restarted vmmd's own reattach or boot (`recovering`) is waited for
+  // first, up to the boot timeout; UNAVAILABLE when it still runs.
   absl::StatusOr<airlock::vmm::v1::Sandbox> Begin(const std::string& name,
                                                   const std::string& what);
   void End(const std::string& name);
@@ -240,10 +242,6 @@ class SandboxManager {
   // it when its agent is up and commits the snapshot; returns its size.
   absl::StatusOr<uint64_t> BuildSnapshot(const std::string& key, const VmConfig& config,
                                          const std::string& base_disk);
-  // ScrubSnapshotGuest drops the page cache, dentries and inodes of the
-  // snapshot's guest at `agent_socket` and compacts its free memory, so
-  // that free page reporting returns them before the save.
-  absl::Status ScrubSnapshotGuest(const std::string& agent_socket);
   // RecoverSnapshots drops what a vmmd stopped while making one left.
   void RecoverSnapshots();
   // SharesOf lists the virtiofs exports of a sandbox.
