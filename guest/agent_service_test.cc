@@ -22,6 +22,13 @@ namespace {
 
 namespace agentpb = airlock::agent::v1;
 
+// Ended says `pid` is gone or a zombie not yet reaped by init (or the
+// sandbox's reaper): kill(pid, 0) would not tell the two apart.
+bool Ended(pid_t pid) {
+  std::string stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat");
+  return stat.empty() || stat.find(") Z ") != std::string::npos;
+}
+
 class AgentServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -72,6 +79,28 @@ class AgentServiceTest : public ::testing::Test {
     }
     EXPECT_TRUE(stream->Finish().ok());
     return r;
+  }
+
+  // CancelledExec runs `script` (which prints a pid on its first line),
+  // reads until its exit or, with `before_exit`, only that first line, then
+  // cancels the call as vmmd does and returns the pid printed.
+  pid_t CancelledExec(const std::string& script, bool before_exit) {
+    grpc::ClientContext ctx;
+    auto stream = stub_->Exec(&ctx);
+    agentpb::ExecRequest req;
+    *req.mutable_start() = Cmd({"sh", "-c", script});
+    stream->Write(req);
+    std::string out;
+    agentpb::ExecResponse resp;
+    while (!(before_exit && out.find('\n') != std::string::npos) && stream->Read(&resp)) {
+      out += resp.stdout();
+      if (resp.has_exit()) break;
+    }
+    ctx.TryCancel();
+    stream->Finish();
+    pid_t pid = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(out), &pid)) << out;
+    return pid;
   }
 
   static agentpb::ExecStart Cmd(std::vector<std::string> argv) {
@@ -132,48 +161,19 @@ TEST_F(AgentServiceTest, SignalKillsTheProcessGroup) {
 
 TEST_F(AgentServiceTest, ACancelAfterTheExitLeavesWhatTheProcessLeftRunning) {
   // vmmd ends the agent's stream with a cancel once it has the exit.
-  grpc::ClientContext ctx;
-  auto stream = stub_->Exec(&ctx);
-  agentpb::ExecRequest req;
-  *req.mutable_start() = Cmd({"sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"});
-  stream->Write(req);
-  std::string out;
-  agentpb::ExecResponse resp;
-  while (stream->Read(&resp)) {
-    out += resp.stdout();
-    if (resp.has_exit()) break;
-  }
-  ctx.TryCancel();
-  stream->Finish();
-  pid_t left = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(out), &left)) << out;
+  pid_t left = CancelledExec("sleep 30 >/dev/null 2>&1 & echo $!", false);
+  ASSERT_GT(left, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  // Alive, not a zombie waiting for init (which kill(pid, 0) would not tell).
-  std::string stat = ReadFileToString("/proc/" + std::to_string(left) + "/stat");
-  EXPECT_FALSE(stat.empty() || stat.find(") Z ") != std::string::npos)
-      << "the background sleep was killed by the late cancel";
+  EXPECT_FALSE(Ended(left)) << "the background sleep was killed by the late cancel";
   kill(left, SIGKILL);
 }
 
 TEST_F(AgentServiceTest, ACancelBeforeTheExitEndsTheProcessGroup) {
-  grpc::ClientContext ctx;
-  auto stream = stub_->Exec(&ctx);
-  agentpb::ExecRequest req;
-  *req.mutable_start() = Cmd({"sh", "-c", "sleep 30 & echo $!; wait"});
-  stream->Write(req);
-  std::string out;
-  agentpb::ExecResponse resp;
-  while (out.find('\n') == std::string::npos && stream->Read(&resp)) out += resp.stdout();
-  ctx.TryCancel();
-  stream->Finish();
-  pid_t sleeper = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(out), &sleeper)) << out;
+  pid_t sleeper = CancelledExec("sleep 30 & echo $!; wait", true);
+  ASSERT_GT(sleeper, 0);
   bool gone = false;
-  for (int i = 0; i < 100 && !gone; ++i) {
-    // Gone, or a zombie not yet reaped by init (or the sandbox's reaper).
-    std::string stat = ReadFileToString("/proc/" + std::to_string(sleeper) + "/stat");
-    gone = stat.empty() || stat.find(") Z ") != std::string::npos;
-    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 100 && !(gone = Ended(sleeper)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(gone) << "the exec's process group outlived a cancel before its exit";
 }
