@@ -19,6 +19,9 @@
 #include "common/fd_io.h"
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tests/proc_probe.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -231,6 +234,42 @@ TEST_F(SandboxE2ETest, VmmdKilledWhileRunningReattaches) {
   ASSERT_TRUE(WaitState("survivor", "running"));
   EXPECT_EQ(Sandbox("survivor")["pid"], qemu) << "reattached, not rebooted";
   auto cat = Airlock({"exec", "survivor", "--", "cat", "/tmp/mark"});
+  EXPECT_EQ(cat.out, "before\n") << cat.err;
+
+  // A reattach that finds proxyd down keeps the sandbox (proxyd attaches
+  // its egress again from its own store when it starts); it used to kill
+  // the VM and mark the sandbox failed. vmmd is started here alone, as it
+  // was (every CLI command would start proxyd with it).
+  pid_t vmmd = VmmdPid();
+  std::string cmdline = ReadFileToString(absl::StrCat("/proc/", vmmd, "/cmdline"));
+  std::vector<std::string> argv = absl::StrSplit(cmdline, '\0', absl::SkipEmpty());
+  ASSERT_FALSE(argv.empty());
+  const std::string log = dir_.path() + "/state/logs/vmmd.log";
+  size_t log_before = ReadFileToString(log).size();
+  pid_t proxyd = testing::DaemonPid(dir_.path() + "/run", "proxyd");
+  ASSERT_GT(proxyd, 0);
+  ASSERT_EQ(kill(proxyd, SIGKILL), 0);
+  ASSERT_EQ(kill(vmmd, SIGKILL), 0);
+  for (int i = 0; i < 250 && (ProcessAlive(proxyd) || ProcessAlive(vmmd)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(SpawnDetached(argv, log).ok());
+  std::string reattach;
+  for (int i = 0; i < 600 && reattach.empty(); ++i) {
+    std::string text = ReadFileToString(log).substr(log_before);
+    for (const char* end : {"reattached without proxyd", "boot failed"}) {
+      if (text.find(end) != std::string::npos) reattach = end;
+    }
+    if (reattach.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(reattach, "reattached without proxyd") << ReadFileToString(log).substr(log_before);
+  EXPECT_TRUE(ProcessAlive(qemu)) << "the reattach without proxyd killed the VM";
+  EXPECT_EQ(testing::DaemonPid(dir_.path() + "/run", "proxyd"), 0) << "proxyd came back early";
+  // The next command starts proxyd; the sandbox is the same running VM.
+  nlohmann::json after = Sandbox("survivor");
+  EXPECT_EQ(after["state"], "running") << after.dump();
+  EXPECT_EQ(after["pid"], qemu);
+  cat = Airlock({"exec", "survivor", "--", "cat", "/tmp/mark"});
   EXPECT_EQ(cat.out, "before\n") << cat.err;
 
   // A stop that finds vmmd gone starts it and waits for its reattach,

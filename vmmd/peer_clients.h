@@ -45,6 +45,10 @@ namespace airlock::vmmd {
 absl::Status PeerCallError(absl::string_view daemon, const Peer& at, absl::string_view action,
                            const grpc::Status& s);
 
+// PeerDown tells PeerCallError's "did not answer" (the peer is down, or
+// broke off the call) from its refusals and faults.
+inline bool PeerDown(const absl::Status& s) { return s.code() == absl::StatusCode::kUnavailable; }
+
 // GitPeer is vmmd's view of gitd.
 class GitPeer {
  public:

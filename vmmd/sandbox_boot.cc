@@ -361,7 +361,15 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     if (s.ok()) {
       SetProgress(name, "attaching egress");
       if (absl::Status es = AttachEgress(name, config); !es.ok()) {
-        return absl::UnavailableError(FailureReason(name, std::string(es.message())));
+        // A reattach finds a guest that was RUNNING, so proxyd attached its
+        // egress at the boot and keeps that in its own store: a proxyd that
+        // is down now attaches it again when it starts. The guest reaches
+        // nothing until then (egress fails closed), and it is not lost.
+        if (mount_shares || !PeerDown(es)) {
+          return absl::UnavailableError(FailureReason(name, std::string(es.message())));
+        }
+        AIRLOCK_LOG_WARN("reattached without proxyd; it attaches the egress when it starts",
+                         {{"sandbox", name}, {"error", std::string(es.message())}});
       }
       // On a live guest (vmmd restarted) this finds the engine running, or
       // starts it when the restart came before it did.
@@ -383,8 +391,15 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
               name, "vmmd restarted while the kits' install hooks ran; start the sandbox again "
                     "(`airlock stop` then `airlock start`) to rerun them"));
         }
+        // RUNNING came after policyd and secretsd took the runtime phase,
+        // which they keep in their stores: this only says it again, and a
+        // peer that is down now does not end a running sandbox.
         if (absl::Status ps = SetKitPhase(name, sb.kit_plan(), "runtime"); !ps.ok()) {
-          return absl::Status(ps.code(), FailureReason(name, std::string(ps.message())));
+          if (!PeerDown(ps)) {
+            return absl::Status(ps.code(), FailureReason(name, std::string(ps.message())));
+          }
+          AIRLOCK_LOG_WARN("reattached without confirming the kits' runtime phase; its peers "
+                           "keep it", {{"sandbox", name}, {"error", std::string(ps.message())}});
         }
       }
       {
