@@ -20,12 +20,26 @@ PACKAGES=(
 )
 # Only with --tests (tools/test.sh): the images suite's real OCI registry,
 # skopeo, umoci, htpasswd, and what its token service signs with.
-if [ "${1:-}" = "--tests" ]; then
+tests=0
+bench=0
+for a in "$@"; do
+  case "$a" in
+    --tests) tests=1 ;;
+    --bench) bench=1 ;;
+    -h|--help)
+      echo "usage: $0 [--tests] [--bench]   (either, both or neither, in any order)"
+      exit 0 ;;
+    *)
+      echo "airlock setup: unknown option $a (usage: $0 [--tests] [--bench])" >&2
+      exit 2 ;;
+  esac
+done
+if [ "$tests" -eq 1 ]; then
   PACKAGES+=(docker-registry skopeo umoci apache2-utils python3-jwt python3-cryptography)
 fi
 # Only with --bench: the reference tools the benchmarks run beside Airlock
 # (each bench starts its own instance on loopback).
-if [ "${1:-}" = "--bench" ]; then
+if [ "$bench" -eq 1 ]; then
   PACKAGES+=(squid-openssl nginx-light wrk)
 fi
 
