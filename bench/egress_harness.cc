@@ -22,6 +22,7 @@
 
 #include "common/client.h"
 #include "common/fd_io.h"
+#include "common/malloc_tuning.h"
 #include "guest/egress.h"
 #include "common/channel_hello.h"
 #include "protos/proxy/v1/proxy.grpc.pb.h"
@@ -53,6 +54,8 @@ void ServeHello(grpc::Server* server, int listen_fd) {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
+  // As the agent does (guest/main.cc).
+  airlock::KeepBulkBuffersMapped();
   std::string proxyd_socket, socket_path, sandbox = "bench", root;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];

@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/malloc_tuning.h"
 #include "guest/agent_service.h"
 #include "guest/boot.h"
 #include "guest/users.h"
@@ -46,6 +47,8 @@ std::unique_ptr<grpc::Server> BuildServer(grpc::Service* service,
 
 int RunAsInit() {
   signal(SIGPIPE, SIG_IGN);
+  // The egress tunnel's batches are made and freed many times a second.
+  airlock::KeepBulkBuffersMapped();
   if (absl::Status s = airlock::guest::MountEarly(); !s.ok()) Fail(s);
   std::stringstream cmdline;
   cmdline << std::ifstream("/proc/cmdline").rdbuf();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "common/client.h"
 #include "common/daemon_runtime.h"
+#include "common/malloc_tuning.h"
 #include "common/paths.h"
 #include "common/peer.h"
 #include "proxyd/attachment.h"
@@ -39,6 +40,8 @@ std::vector<std::string> List(const std::string& value) {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
+  // Every carried byte passes through buffers made and freed per batch.
+  airlock::KeepBulkBuffersMapped();
   // Each carried connection holds three descriptors: use the hard limit.
   rlimit nofile{};
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
