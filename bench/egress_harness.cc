@@ -1,7 +1,8 @@
 // egress_harness: the guest agent's egress endpoint (the real
 // guest::EgressService), run on the host so benchmarks can drive proxyd
-// without a VM in the way. It serves the Egress API on a Unix socket that
-// speaks the same hello handshake as a virtio-serial port, attaches that
+// without a VM in the way. It serves the egress tunnel on a Unix socket
+// that speaks the same hello handshake as a virtio-serial port (each
+// connection one tunnel, common/egress_transport.h), attaches that
 // socket to proxyd as sandbox --sandbox, and prints the forward proxy port
 // clients should use. Only the forward path works here: the transparent
 // path needs the guest's redirect.
@@ -21,6 +22,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/client.h"
+#include "common/egress_transport.h"
 #include "common/fd_io.h"
 #include "common/malloc_tuning.h"
 #include "guest/egress.h"
@@ -29,7 +31,7 @@
 
 namespace {
 
-void ServeHello(grpc::Server* server, int listen_fd) {
+void ServeHello(airlock::guest::EgressService* egress, int listen_fd) {
   while (true) {
     int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
@@ -43,10 +45,11 @@ void ServeHello(grpc::Server* server, int listen_fd) {
     }
     std::string ok = std::string(airlock::kOkPrefix) + line.substr(prefix.size()) + "\n";
     airlock::WriteAll(fd, ok);
-    // gRPC's poller needs a non-blocking socket (guest/channel.cc does the
-    // same); a blocking one wedges its first read.
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    grpc::AddInsecureChannelFromFd(server, fd);
+    // As on the port: a new tunnel ends the previous one.
+    std::thread([egress, fd] {
+      airlock::EgressTransport tunnel(fd);
+      egress->Serve(&tunnel);
+    }).detach();
   }
 }
 
@@ -75,10 +78,6 @@ int main(int argc, char** argv) {
     std::cerr << s.message() << "\n";
     return 1;
   }
-  grpc::ServerBuilder builder;
-  builder.RegisterService(&egress);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-
   int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -88,7 +87,7 @@ int main(int argc, char** argv) {
     std::cerr << "cannot listen on " << socket_path << "\n";
     return 1;
   }
-  std::thread(ServeHello, server.get(), lfd).detach();
+  std::thread(ServeHello, &egress, lfd).detach();
 
   auto proxy = airlock::proxy::v1::Proxy::NewStub(airlock::DialUnix(proxyd_socket));
   grpc::ClientContext ctx;

@@ -38,21 +38,31 @@ void AgentLink::Reset() {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds timeout) {
+  auto fd = ConnectAgentPort(socket_path_, timeout);
+  if (!fd.ok()) return fd.status();
+  fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  return grpc::CreateCustomInsecureChannelFromFd("airlock-agent", *fd, args);
+}
+
+absl::StatusOr<int> ConnectAgentPort(const std::string& socket_path, milliseconds timeout) {
   auto deadline = steady_clock::now() + timeout;
   // The socket's directory belongs to the sandbox's jailed QEMU, which
   // could put a symlink (to another sandbox's socket) in its place: the
   // path is opened without following one, checked to be a socket, and
   // connected to through that open file.
-  int path_fd = open(socket_path_.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  int path_fd = open(socket_path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
   if (path_fd < 0) {
     return absl::UnavailableError(
-        absl::StrCat("cannot connect to ", socket_path_, ": ", strerror(errno)));
+        absl::StrCat("cannot connect to ", socket_path, ": ", strerror(errno)));
   }
   struct stat st;
   if (fstat(path_fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
     close(path_fd);
     return absl::UnavailableError(
-        absl::StrCat("cannot connect to ", socket_path_, ": not a socket (a symlink is refused)"));
+        absl::StrCat("cannot connect to ", socket_path, ": not a socket (a symlink is refused)"));
   }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -68,7 +78,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds t
   if (rc != 0) {
     close(fd);
     return absl::UnavailableError(
-        absl::StrCat("cannot connect to ", socket_path_, ": ", strerror(connect_errno)));
+        absl::StrCat("cannot connect to ", socket_path, ": ", strerror(connect_errno)));
   }
   // Say hello until the agent answers one of ours; junk from an earlier
   // connection (a GOAWAY, say) is skipped.
@@ -87,7 +97,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds t
       pollfd p = {fd, POLLIN, 0};
       if (poll(&p, 1, std::max(left, 1)) <= 0) continue;
       // One byte at a time: the agent's HTTP/2 preface may follow its answer
-      // at once, and must be left for gRPC.
+      // at once, and must be left for the caller.
       char c;
       ssize_t n = read(fd, &c, 1);
       if (n <= 0) {
@@ -99,12 +109,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds t
       std::string answered;
       while (airlock::FindLine(&buf, airlock::kOkPrefix, &answered)) {
         for (const auto& s : sent) {
-          if (s != answered) continue;
-          fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-          grpc::ChannelArguments args;
-          args.SetMaxReceiveMessageSize(64 << 20);
-          args.SetMaxSendMessageSize(64 << 20);
-          return grpc::CreateCustomInsecureChannelFromFd("airlock-agent", fd, args);
+          if (s == answered) return fd;
         }
       }
     }

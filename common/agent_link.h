@@ -1,7 +1,8 @@
-// A host daemon's connection to one of a sandbox's agent ports (vmmd's agent
-// port, proxyd's egress port): a Unix socket to the
-// hypervisor's end of the virtio-serial port, opened with the hello
-// handshake (common/channel_hello.h) and handed to gRPC as a channel of its own. When
+// A host daemon's connection to one of a sandbox's agent ports: a Unix
+// socket to the hypervisor's end of the virtio-serial port, opened with
+// the hello handshake (common/channel_hello.h). vmmd's agent port hands it
+// to gRPC as a channel of its own (AgentLink); proxyd's egress port carries
+// the raw tunnel (ConnectAgentPort, common/egress_transport.h). When
 // that connection breaks, the next call makes a new one; gRPC never
 // reconnects behind our back, which the byte stream could not tell apart.
 #ifndef AIRLOCK_COMMON_AGENT_LINK_H_
@@ -36,6 +37,13 @@ class AgentLink {
   std::mutex mu_;
   std::shared_ptr<grpc::Channel> channel_;
 };
+
+// ConnectAgentPort connects to the hypervisor's end of an agent port at
+// `socket_path` (never through a symlink) and completes the hello: the
+// returned descriptor (blocking, the caller's to close) carries what the
+// agent sends next and nothing before it.
+absl::StatusOr<int> ConnectAgentPort(const std::string& socket_path,
+                                     std::chrono::milliseconds timeout);
 
 }  // namespace airlock
 

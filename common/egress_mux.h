@@ -1,5 +1,5 @@
 // EgressMux carries many byte streams over one ordered message transport:
-// the sandbox's egress tunnel (agent.proto's Egress.Tunnel), where every
+// the sandbox's egress tunnel (common/egress_transport.h), where every
 // guest connection is a stream. Both ends use it: the guest agent with the
 // guest's sockets, proxyd with one end of a socket pair per connection
 // (its handler works on the other end like on a socket).

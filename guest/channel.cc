@@ -155,4 +155,21 @@ void ServePort(grpc::Server* server, const std::string& device,
   }
 }
 
+void ServeRawPort(const std::string& device,
+                  const std::function<void(int fd, std::string pending)>& serve) {
+  int port = open(device.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  while (port < 0) pause();  // nothing can be served; the boot reports the port
+  while (true) {
+    while (!HostConnected(port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::string pending;
+    if (!AwaitHello(port, &pending)) continue;
+    int fd = dup(port);
+    if (fd < 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    serve(fd, std::move(pending));
+  }
+}
+
 }  // namespace airlock::guest

@@ -1,5 +1,6 @@
-// The agent's end of the sandbox channel: a virtio-serial port carrying one
-// gRPC connection from vmmd at a time.
+// The agent's end of a sandbox channel: a virtio-serial port carrying one
+// host connection at a time, gRPC from vmmd (ServePort) or the egress
+// tunnel from proxyd (ServeRawPort).
 #ifndef AIRLOCK_GUEST_CHANNEL_H_
 #define AIRLOCK_GUEST_CHANNEL_H_
 
@@ -25,6 +26,13 @@ absl::StatusOr<std::string> FindVirtioPort(const std::string& name);
 // stream. `on_ready` runs once the port is open.
 [[noreturn]] void ServePort(grpc::Server* server, const std::string& device,
                             const std::function<void()>& on_ready);
+
+// ServeRawPort never returns: for each host connection on `device` (after
+// the same hello) it calls `serve` with a descriptor of the port (serve
+// closes it) and the bytes read past the hello, and waits for the next
+// connection when serve returns.
+[[noreturn]] void ServeRawPort(const std::string& device,
+                               const std::function<void(int fd, std::string pending)>& serve);
 
 }  // namespace airlock::guest
 

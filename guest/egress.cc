@@ -114,7 +114,7 @@ EgressService::~EgressService() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     mux.swap(mux_);
-    if (tunnel_ctx_ != nullptr) tunnel_ctx_->TryCancel();
+    if (tunnel_ != nullptr) tunnel_->Shutdown();
   }
   if (mux) mux->Close();
   for (int fd : {transparent_fd_, forward_fd_, dns_fd_, dns_any_fd_}) {
@@ -258,13 +258,13 @@ void EgressService::AnswerDns(uint64_t id, const std::string& packet) {
          to.from_len);
 }
 
-grpc::Status EgressService::Tunnel(grpc::ServerContext* ctx,
-                                   grpc::ServerReaderWriter<EgressFrames, EgressFrames>* stream) {
+void EgressService::Serve(EgressTransport* tunnel) {
   EgressFrames in;
-  if (!stream->Read(&in)) return grpc::Status::OK;
+  if (!tunnel->Read(&in)) return;
   if (!in.start().ca_certificate_pem().empty()) {
     if (absl::Status s = InstallCa(root_, in.start().ca_certificate_pem()); !s.ok()) {
-      return grpc::Status(grpc::StatusCode::INTERNAL, std::string(s.message()));
+      // proxyd never hears the tunnel is live, and opens it again.
+      return;
     }
   }
   // The mux is live before the empty message that says the tunnel is (so
@@ -276,32 +276,32 @@ grpc::Status EgressService::Tunnel(grpc::ServerContext* ctx,
     bool open = false;
   };
   auto gate = std::make_shared<Gate>();
-  auto mux = std::make_shared<EgressMux>([stream, gate](const EgressFrames& batch) {
+  auto mux = std::make_shared<EgressMux>([tunnel, gate](const EgressFrames& batch) {
     {
       std::unique_lock<std::mutex> lock(gate->mu);
       gate->cv.wait(lock, [&] { return gate->open; });
     }
-    return stream->Write(batch);
+    return tunnel->Write(batch);
   });
   std::shared_ptr<EgressMux> previous;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return grpc::Status::OK;
+    if (stopping_) return;
     previous.swap(mux_);
-    if (tunnel_ctx_ != nullptr) tunnel_ctx_->TryCancel();
+    if (tunnel_ != nullptr) tunnel_->Shutdown();
     mux_ = mux;
-    tunnel_ctx_ = ctx;
+    tunnel_ = tunnel;
     dns_.clear();
   }
-  bool live = stream->Write(EgressFrames());
+  bool live = tunnel->Write(EgressFrames());
   {
     std::lock_guard<std::mutex> lock(gate->mu);
     gate->open = true;
   }
   gate->cv.notify_all();
-  if (!live) ctx->TryCancel();  // the Read below ends at once
+  if (!live) tunnel->Shutdown();  // the Read below ends at once
   if (previous) previous->Close();
-  while (stream->Read(&in)) {
+  while (tunnel->Read(&in)) {
     for (EgressFrame& f : *in.mutable_frames()) {
       if (f.kind_case() == EgressFrame::kDnsAnswer) {
         AnswerDns(f.id(), f.dns_answer());
@@ -313,12 +313,12 @@ grpc::Status EgressService::Tunnel(grpc::ServerContext* ctx,
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (mux_ == mux) mux_ = nullptr;
-    if (tunnel_ctx_ == ctx) tunnel_ctx_ = nullptr;
+    if (tunnel_ == tunnel) tunnel_ = nullptr;
   }
-  // The call is over: its writes fail from here, so the mux stops promptly
-  // and resets the connections it carried.
+  // The tunnel is over: its writes fail from here, so the mux stops
+  // promptly and resets the connections it carried.
+  tunnel->Shutdown();
   mux->Stop();
-  return grpc::Status::OK;
 }
 
 }  // namespace airlock::guest

@@ -5,8 +5,9 @@
 // agent also runs a forward proxy endpoint and a DNS stub on loopback. It
 // carries none of this itself: each connection and query goes to proxyd
 // as a stream of the one tunnel proxyd opens on the sandbox's egress port
-// (the Egress service); proxyd decides by policy and carries the bytes. The guest cannot name the
-// sandbox it belongs to; proxyd knows it from the port it is attached to.
+// (common/egress_transport.h); proxyd decides by policy and carries the
+// bytes. The guest cannot name the sandbox it belongs to; proxyd knows it
+// from the port it is attached to.
 #ifndef AIRLOCK_GUEST_EGRESS_H_
 #define AIRLOCK_GUEST_EGRESS_H_
 
@@ -22,7 +23,8 @@
 
 #include "absl/status/status.h"
 #include "common/egress_mux.h"
-#include "protos/agent/v1/agent.grpc.pb.h"
+#include "common/egress_transport.h"
+#include "protos/agent/v1/agent.pb.h"
 
 namespace airlock::guest {
 
@@ -59,10 +61,10 @@ absl::Status InstallCa(const std::string& root, const std::string& pem);
 // login shells and su see it too.
 absl::Status WriteEgressConfig(const std::string& root);
 
-class EgressService final : public airlock::agent::v1::Egress::Service {
+class EgressService {
  public:
   EgressService() = default;
-  ~EgressService() override;
+  ~EgressService();
 
   // Listen opens the transparent and forward listeners and the DNS socket
   // on the given loopback ports, and starts their threads. Tests pass
@@ -78,12 +80,12 @@ class EgressService final : public airlock::agent::v1::Egress::Service {
   uint16_t forward_port() const { return forward_port_; }
   uint16_t dns_port() const { return dns_port_; }
 
-  // Tunnel carries every guest connection and DNS query as streams of
-  // one multiplexed tunnel (common/egress_mux.h); a new tunnel ends the
-  // previous one.
-  grpc::Status Tunnel(grpc::ServerContext* ctx,
-                      grpc::ServerReaderWriter<airlock::agent::v1::EgressFrames,
-                                               airlock::agent::v1::EgressFrames>* stream) override;
+  // Serve carries every guest connection and DNS query as streams of one
+  // multiplexed tunnel (common/egress_mux.h) over `tunnel`
+  // (common/egress_transport.h), until it ends; a new tunnel ends the
+  // previous one. The caller owns `tunnel` and keeps it until Serve
+  // returns.
+  void Serve(EgressTransport* tunnel);
 
   // The root the CA is installed under; tests point it at a temp dir.
   void set_root(std::string root) { root_ = std::move(root); }
@@ -110,9 +112,9 @@ class EgressService final : public airlock::agent::v1::Egress::Service {
   std::mutex mu_;
   bool stopping_ = false;
   uint64_t next_id_ = 1;  // odd stream ids, never reused
-  // The live tunnel's mux and call (null: none), and who holds it.
+  // The live tunnel's mux and transport (null: none).
   std::shared_ptr<EgressMux> mux_;
-  grpc::ServerContext* tunnel_ctx_ = nullptr;
+  EgressTransport* tunnel_ = nullptr;
   std::map<uint64_t, PendingDns> dns_;
 };
 

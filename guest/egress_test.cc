@@ -1,6 +1,6 @@
 // The agent's egress endpoint without a VM: its listeners on ephemeral
-// loopback ports and its Egress tunnel on a Unix socket, driven frame by
-// frame the way proxyd drives it.
+// loopback ports and its tunnel on a socket pair, driven frame by frame
+// the way proxyd drives it.
 #include "guest/egress.h"
 
 #include <arpa/inet.h>
@@ -10,8 +10,7 @@
 
 #include <deque>
 #include <fstream>
-
-#include <grpcpp/grpcpp.h>
+#include <thread>
 
 #include "common/fd_io.h"
 #include "common/paths.h"
@@ -33,27 +32,33 @@ int ConnectTo(uint16_t port, int type = SOCK_STREAM, const char* ip = "127.0.0.1
   return fd;
 }
 
-// TunnelClient drives the agent's Tunnel the way proxyd does, frame by
-// frame.
+// TunnelClient drives the agent's tunnel the way proxyd does, frame by
+// frame, over a socket pair: the agent serves the other end on a thread
+// of its own, as it serves the egress port.
 class TunnelClient {
  public:
-  explicit TunnelClient(pb::Egress::Stub* stub, const std::string& ca = "") {
-    stream_ = stub->Tunnel(&ctx_);
+  explicit TunnelClient(EgressService* service, const std::string& ca = "") {
+    int sp[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+    agent_end_ = std::make_unique<EgressTransport>(sp[1]);
+    client_ = std::make_unique<EgressTransport>(sp[0]);
+    serving_ = std::thread([service, t = agent_end_.get()] { service->Serve(t); });
     pb::EgressFrames start;
     start.mutable_start()->set_ca_certificate_pem(ca);
-    EXPECT_TRUE(stream_->Write(start));
+    EXPECT_TRUE(client_->Write(start));
     pb::EgressFrames first;
-    EXPECT_TRUE(stream_->Read(&first));
+    EXPECT_TRUE(client_->Read(&first));
     EXPECT_EQ(first.frames_size(), 0);
   }
   ~TunnelClient() {
-    ctx_.TryCancel();
-    stream_->Finish();
+    // Closing this end ends the agent's Serve, as proxyd hanging up does.
+    client_.reset();
+    serving_.join();
   }
   pb::EgressFrame Next() {
     while (queue_.empty()) {
       pb::EgressFrames batch;
-      if (!stream_->Read(&batch)) return pb::EgressFrame();
+      if (!client_->Read(&batch)) return pb::EgressFrame();
       for (auto& f : batch.frames()) queue_.push_back(f);
     }
     pb::EgressFrame f = queue_.front();
@@ -63,12 +68,13 @@ class TunnelClient {
   bool Send(const pb::EgressFrame& f) {
     pb::EgressFrames batch;
     *batch.add_frames() = f;
-    return stream_->Write(batch);
+    return client_->Write(batch);
   }
 
  private:
-  grpc::ClientContext ctx_;
-  std::unique_ptr<grpc::ClientReaderWriter<pb::EgressFrames, pb::EgressFrames>> stream_;
+  std::unique_ptr<EgressTransport> agent_end_;
+  std::unique_ptr<EgressTransport> client_;
+  std::thread serving_;
   std::deque<pb::EgressFrame> queue_;
 };
 
@@ -83,23 +89,12 @@ class EgressTest : public ::testing::Test {
   void SetUp() override {
     service_.set_root(dir_.path());
     ASSERT_TRUE(service_.Listen(0, 0, "127.0.0.1", 0).ok());
-    grpc::ServerBuilder b;
-    b.AddListeningPort("unix:" + dir_.path() + "/e.sock", grpc::InsecureServerCredentials());
-    b.RegisterService(&service_);
-    server_ = b.BuildAndStart();
-    stub_ = pb::Egress::NewStub(
-        grpc::CreateChannel("unix:" + dir_.path() + "/e.sock", grpc::InsecureChannelCredentials()));
   }
-  void TearDown() override {
-    tunnel_.reset();
-    server_->Shutdown();
-  }
-  void Open(const std::string& ca = "") { tunnel_ = std::make_unique<TunnelClient>(stub_.get(), ca); }
+  void TearDown() override { tunnel_.reset(); }
+  void Open(const std::string& ca = "") { tunnel_ = std::make_unique<TunnelClient>(&service_, ca); }
 
   testing::ShortTempDir dir_;
   EgressService service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<pb::Egress::Stub> stub_;
   std::unique_ptr<TunnelClient> tunnel_;
 };
 
@@ -159,7 +154,7 @@ TEST_F(EgressTest, NoTunnelResetsAndANewTunnelEndsTheOld) {
   ASSERT_TRUE(tunnel_->Next().has_open());
   // A second tunnel (proxyd restarted) takes over; what the first carried
   // is reset, and new connections go to the second.
-  TunnelClient second(stub_.get());
+  TunnelClient second(&service_);
   EXPECT_EQ(read(carried, buf, sizeof(buf)), -1);
   EXPECT_EQ(errno, ECONNRESET);
   close(carried);
@@ -201,13 +196,7 @@ TEST(EgressForwardedTest, DnsOnEveryAddressAndTransparentOnAny) {
   testing::ShortTempDir dir;
   EgressService service;
   ASSERT_TRUE(service.Listen(0, 0, "127.0.0.9", 0, /*forwarded=*/true).ok());
-  grpc::ServerBuilder b;
-  b.AddListeningPort("unix:" + dir.path() + "/e.sock", grpc::InsecureServerCredentials());
-  b.RegisterService(&service);
-  auto server = b.BuildAndStart();
-  auto stub = pb::Egress::NewStub(
-      grpc::CreateChannel("unix:" + dir.path() + "/e.sock", grpc::InsecureChannelCredentials()));
-  auto owned = std::make_unique<TunnelClient>(stub.get());
+  auto owned = std::make_unique<TunnelClient>(&service);
   TunnelClient& tunnel = *owned;
   for (const char* to : {"127.0.0.10", "127.0.0.9"}) {
     int u = socket(AF_INET, SOCK_DGRAM, 0);
@@ -230,8 +219,7 @@ TEST(EgressForwardedTest, DnsOnEveryAddressAndTransparentOnAny) {
   // The transparent listener takes connections on any address of the guest.
   int c = ConnectTo(service.transparent_port(), SOCK_STREAM, "127.0.0.10");
   close(c);
-  owned.reset();  // ends the call, so the server can shut down
-  server->Shutdown();
+  owned.reset();
 }
 
 TEST_F(EgressTest, TunnelInstallsTheCaOnce) {

@@ -108,10 +108,11 @@ int RunAsInit() {
       !s.ok()) {
     Fail(s);
   }
-  static std::unique_ptr<grpc::Server> egress_server = BuildServer(&egress, "");
-  if (!egress_server) Fail(absl::InternalError("cannot start the egress gRPC server"));
   std::thread([path = *egress_port] {
-    airlock::guest::ServePort(egress_server.get(), path, [] {});
+    airlock::guest::ServeRawPort(path, [](int fd, std::string pending) {
+      airlock::EgressTransport tunnel(fd, std::move(pending));
+      egress.Serve(&tunnel);
+    });
   }).detach();
 
   airlock::guest::AgentService service([] { airlock::guest::PowerOff(); },

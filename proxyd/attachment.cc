@@ -33,6 +33,7 @@ Attachment::~Attachment() {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->stopping = true;
     for (grpc::ClientContext* c : state_->calls) c->TryCancel();
+    if (state_->tunnel) state_->tunnel->Shutdown();
   }
   state_->cv.notify_all();
   if (policy_thread_.joinable()) policy_thread_.join();

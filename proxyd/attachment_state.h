@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/egress_mux.h"
+#include "common/egress_transport.h"
 #include "common/policy/rules.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
 #include "protos/proxy/v1/proxy.pb.h"
@@ -60,6 +61,7 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   std::string policy_error;  // why the last snapshot was refused
   uint64_t revision = 0;
   std::set<grpc::ClientContext*> calls;  // cancelled on Stop
+  std::shared_ptr<EgressTransport> tunnel;  // the live tunnel, shut down on Stop
   std::atomic<uint64_t> open{0};  // connections holding a slot of px->caps
   HandlerThreads handlers;
   SocketSet sockets;

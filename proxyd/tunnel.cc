@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/agent_link.h"
+#include "common/egress_transport.h"
 #include "common/log.h"
 #include "proxyd/wire.h"
 
@@ -15,35 +16,36 @@ using std::chrono::seconds;
 
 void Attachment::State::RunTunnel() {
   while (!Stopping()) {
-    AgentLink link(channel_path);
-    auto channel = link.Channel(seconds(5));
-    if (!channel.ok()) {
+    auto fd = ConnectAgentPort(channel_path, seconds(5));
+    if (!fd.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu);
-        last_error = std::string(channel.status().message());
+        last_error = std::string(fd.status().message());
       }
       Sleep(milliseconds(300));
       continue;
     }
-    auto stub = agentpb::Egress::NewStub(*channel);
-    grpc::ClientContext ctx;
-    if (!Track(&ctx)) return;
-    auto stream = stub->Tunnel(&ctx);
+    auto tunnel = std::make_shared<EgressTransport>(*fd);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stopping) return;
+      this->tunnel = tunnel;
+    }
     agentpb::EgressFrames in;
     agentpb::EgressFrames start;
     start.mutable_start()->set_ca_certificate_pem(px->ca->certificate_pem());
     // The agent's first (empty) message: the CA is installed, the tunnel live.
-    if (stream->Write(start) && stream->Read(&in)) {
+    if (tunnel->Write(start) && tunnel->Read(&in)) {
       {
         std::lock_guard<std::mutex> lock(mu);
         ready = true;
         cv.notify_all();
       }
-      auto* writer = stream.get();
+      // Sends run on the mux's thread, reads here: one of each at a time.
       auto mux = std::make_shared<EgressMux>(
-          [writer](const agentpb::EgressFrames& batch) { return writer->Write(batch); });
+          [tunnel](const agentpb::EgressFrames& batch) { return tunnel->Write(batch); });
       bool flooding = false;
-      while (!flooding && stream->Read(&in)) {
+      while (!flooding && tunnel->Read(&in)) {
         for (agentpb::EgressFrame& f : *in.mutable_frames()) {
           switch (f.kind_case()) {
             case agentpb::EgressFrame::kOpen:
@@ -67,14 +69,14 @@ void Attachment::State::RunTunnel() {
       // Writes fail from here, so a send in progress cannot hang; the
       // mux's stop closes every connection's pair end (their handlers see
       // the end).
-      ctx.TryCancel();
+      tunnel->Shutdown();
       mux->Stop();
     }
-    grpc::Status s = stream->Finish();
-    Untrack(&ctx);
+    tunnel->Shutdown();
     {
       std::lock_guard<std::mutex> lock(mu);
-      last_error = s.error_message();
+      this->tunnel.reset();
+      last_error = tunnel->error();
     }
     Sleep(milliseconds(200));
   }

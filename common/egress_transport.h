@@ -1,0 +1,80 @@
+// The egress tunnel's wire form, on the sandbox's egress port after the
+// channel's hello (common/channel_hello.h): each message is a 4-byte
+// big-endian length and that many bytes of one serialized
+// agent.v1.EgressFrames (a batch of common/egress_mux.h's frames). Nothing
+// else: no gRPC, no HTTP/2, no thread of its own. The mux already does
+// what those would add (per-stream flow control, resets, ordering), and on
+// this path each of their thread hand-offs cost more than the bytes.
+//
+// proxyd's first message holds `start`; the agent answers with an empty
+// message once the CA is installed and the tunnel is live. One tunnel at a
+// time per port; while there is none, guest connections are reset at once
+// and DNS queries get no answer.
+//
+// Where it stops: the peer is not trusted. A length over kEgressMaxMessage
+// or bytes that do not parse end the transport (error() says which); it
+// never allocates more than that for one message. What the frames mean is
+// the mux's to check.
+#ifndef AIRLOCK_COMMON_EGRESS_TRANSPORT_H_
+#define AIRLOCK_COMMON_EGRESS_TRANSPORT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <string>
+
+#include "protos/agent/v1/agent.pb.h"
+
+namespace airlock {
+
+// The largest message either side accepts: well above a mux batch
+// (kEgressMaxBatch plus one frame), far below what would hurt.
+inline constexpr size_t kEgressMaxMessage = 4 << 20;
+
+class EgressTransport {
+ public:
+  // Takes `fd` (a connected stream socket, or the guest's virtio port) and
+  // closes it when destroyed; `pending` are bytes already read from it
+  // past the hello. The fd is made non-blocking; waits are polls that
+  // Shutdown ends.
+  explicit EgressTransport(int fd, std::string pending = "");
+  ~EgressTransport();
+  EgressTransport(const EgressTransport&) = delete;
+  EgressTransport& operator=(const EgressTransport&) = delete;
+
+  // Write sends one message whole, waiting while the peer does not read.
+  // False once the transport broke, was shut down, or the message is over
+  // kEgressMaxMessage. One writer at a time (a reader may run beside it).
+  bool Write(const agent::v1::EgressFrames& message);
+  // Read takes the next message. False at the peer's end, on an error, on
+  // Shutdown, or when the peer broke the framing. One reader at a time.
+  bool Read(agent::v1::EgressFrames* message);
+  // Shutdown makes Read and Write return false from now on, from any
+  // thread, waking them when they wait.
+  void Shutdown();
+  // Why the transport ended ("" while it has not).
+  std::string error() const;
+
+ private:
+  // Wait polls the fd for `events` and the wake-up; false when shut down
+  // or the peer hung up.
+  bool Wait(short events);
+  void Fail(const std::string& why);
+
+  int fd_;
+  int wake_;  // eventfd: Shutdown's wake-up
+  std::string in_;
+  size_t in_off_ = 0;
+  std::string out_;
+  std::atomic<bool> down_{false};
+  mutable std::mutex mu_;
+  std::string error_;
+};
+
+// Encode appends `message`'s wire form (length and bytes) to `out`; false
+// when it is over kEgressMaxMessage. For tests and fuzzing.
+bool EncodeEgressMessage(const agent::v1::EgressFrames& message, std::string* out);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_COMMON_EGRESS_TRANSPORT_H_

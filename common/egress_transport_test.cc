@@ -1,0 +1,158 @@
+// EgressTransport on socket pairs: messages cross whole and in order (also
+// when the bytes arrive one at a time, or partly with the hello), a peer's
+// oversized length or garbage ends the transport with the reason and
+// allocates nothing for it, Shutdown wakes a blocked Read and Write, and a
+// writer whose peer does not read waits instead of failing.
+#include "common/egress_transport.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "common/fd_io.h"
+#include "gtest/gtest.h"
+
+namespace airlock {
+namespace {
+
+using agent::v1::EgressFrames;
+
+EgressFrames Data(uint64_t id, const std::string& bytes) {
+  EgressFrames m;
+  auto* f = m.add_frames();
+  f->set_id(id);
+  f->set_data(bytes);
+  return m;
+}
+
+std::string Wire(const EgressFrames& m) {
+  std::string out;
+  EXPECT_TRUE(EncodeEgressMessage(m, &out));
+  return out;
+}
+
+class EgressTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp_), 0); }
+  void TearDown() override {
+    if (sp_[1] >= 0) close(sp_[1]);
+  }
+  int sp_[2] = {-1, -1};
+};
+
+TEST_F(EgressTransportTest, MessagesCrossWholeAndInOrder) {
+  EgressTransport a(sp_[0]);
+  EgressTransport b(sp_[1]);
+  sp_[1] = -1;
+  std::string big(1 << 20, 'x');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7);
+  // The writer runs beside the reader: 3 MiB does not fit a socket buffer.
+  auto writer = std::async(std::launch::async, [&] {
+    return a.Write(Data(1, "first")) && a.Write(Data(3, big)) && a.Write(EgressFrames()) &&
+           a.Write(Data(5, big));
+  });
+  EgressFrames m;
+  ASSERT_TRUE(b.Read(&m));
+  EXPECT_EQ(m.frames(0).data(), "first");
+  ASSERT_TRUE(b.Read(&m));
+  EXPECT_EQ(m.frames(0).id(), 3u);
+  EXPECT_TRUE(m.frames(0).data() == big);
+  ASSERT_TRUE(b.Read(&m));
+  EXPECT_EQ(m.frames_size(), 0) << "the empty message is a message";
+  ASSERT_TRUE(b.Read(&m));
+  EXPECT_EQ(m.frames(0).id(), 5u);
+  EXPECT_TRUE(writer.get());
+  a.Shutdown();
+  EXPECT_FALSE(a.Write(Data(1, "after")));
+}
+
+TEST_F(EgressTransportTest, BytesThatCameWithTheHelloAndOneByteAtATime) {
+  std::string wire = Wire(Data(7, "hello bytes")) + Wire(Data(9, "more"));
+  // The first 6 bytes were read with the hello; the rest trickles in.
+  EgressTransport t(sp_[0], wire.substr(0, 6));
+  std::thread trickle([&] {
+    for (size_t i = 6; i < wire.size(); ++i) {
+      ASSERT_EQ(write(sp_[1], &wire[i], 1), 1);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  EgressFrames m;
+  ASSERT_TRUE(t.Read(&m));
+  EXPECT_EQ(m.frames(0).id(), 7u);
+  EXPECT_EQ(m.frames(0).data(), "hello bytes");
+  ASSERT_TRUE(t.Read(&m));
+  EXPECT_EQ(m.frames(0).data(), "more");
+  trickle.join();
+  close(sp_[1]);
+  sp_[1] = -1;
+  EXPECT_FALSE(t.Read(&m));
+  EXPECT_EQ(t.error(), "the peer closed the tunnel");
+}
+
+TEST_F(EgressTransportTest, AnOversizedLengthEndsTheTransportUnread) {
+  EgressTransport t(sp_[0]);
+  // 4 GiB - 1 declared, then bytes that would follow: nothing is allocated
+  // for it, and nothing after it is taken.
+  ASSERT_TRUE(WriteAll(sp_[1], std::string("\xff\xff\xff\xff", 4) + std::string(1000, 'z')));
+  EgressFrames m;
+  EXPECT_FALSE(t.Read(&m));
+  EXPECT_EQ(t.error(), "the peer sent a message of 4294967295 bytes, over the limit of 4194304");
+  // Just over the limit is refused the same way.
+  int sp2[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp2), 0);
+  EgressTransport u(sp2[0]);
+  size_t n = kEgressMaxMessage + 1;
+  std::string head = {static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                      static_cast<char>(n >> 8), static_cast<char>(n)};
+  ASSERT_TRUE(WriteAll(sp2[1], head));
+  EXPECT_FALSE(u.Read(&m));
+  EXPECT_NE(u.error().find("4194305 bytes"), std::string::npos) << u.error();
+  close(sp2[1]);
+}
+
+TEST_F(EgressTransportTest, BytesThatDoNotParseEndTheTransport) {
+  EgressTransport t(sp_[0]);
+  ASSERT_TRUE(WriteAll(sp_[1], std::string("\0\0\0\3\xff\xff\xff", 7)));
+  EgressFrames m;
+  EXPECT_FALSE(t.Read(&m));
+  EXPECT_EQ(t.error(), "the peer sent a message that does not parse");
+  EXPECT_FALSE(t.Read(&m)) << "ended stays ended";
+}
+
+TEST_F(EgressTransportTest, ShutdownWakesABlockedReadAndABlockedWrite) {
+  EgressTransport t(sp_[0]);
+  auto reader = std::async(std::launch::async, [&] {
+    EgressFrames m;
+    return t.Read(&m);
+  });
+  // The peer never reads: the writer fills the socket buffer and waits.
+  auto writer = std::async(std::launch::async, [&] {
+    std::string big(1 << 20, 'w');
+    while (t.Write(Data(1, big))) {
+    }
+    return true;
+  });
+  EXPECT_EQ(reader.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  EXPECT_EQ(writer.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "a writer whose peer does not read waits, it does not fail";
+  t.Shutdown();
+  ASSERT_EQ(reader.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_FALSE(reader.get());
+  ASSERT_EQ(writer.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(t.error(), "shut down");
+}
+
+TEST_F(EgressTransportTest, AMessageOverTheLimitIsNotSent) {
+  EgressTransport t(sp_[0]);
+  EXPECT_FALSE(t.Write(Data(1, std::string(kEgressMaxMessage, 'o'))));
+  EXPECT_NE(t.error().find("over the limit"), std::string::npos) << t.error();
+  char c;
+  EXPECT_EQ(recv(sp_[1], &c, 1, MSG_DONTWAIT), -1) << "nothing of it was written";
+}
+
+}  // namespace
+}  // namespace airlock
