@@ -40,7 +40,11 @@ proxyd-only case.
                  direct. guest/harness is the channel's own cost.
 
 --cases picks the cases to run (comma list of http, https, connect, inject,
-vm; default all); squid is started only for the first three.
+fair, vm; default all); squid is started for http, https, connect and fair.
+
+Case 6 (fair) attaches a second harness as sandbox B and measures B's
+kept-alive GETs alone and while sandbox A floods the proxy with 500
+connections: one sandbox must not starve another.
 
 proxyd is driven through bench/egress_harness, the guest agent's real egress
 endpoint run on the host and attached to proxyd as a sandbox: the figures
@@ -81,7 +85,7 @@ ap.add_argument("--concurrency", type=int, default=8)
 ap.add_argument("--duration", type=float, default=5.0)
 ap.add_argument("--mib", type=int, default=256)
 ap.add_argument("--repeat", type=int, default=3)
-ALL_CASES = ["http", "https", "connect", "inject", "vm"]
+ALL_CASES = ["http", "https", "connect", "inject", "fair", "vm"]
 ap.add_argument("--cases", default=",".join(ALL_CASES),
                 help="comma list of the cases to run: " + ",".join(ALL_CASES) + " (default all)")
 here = os.path.dirname(os.path.abspath(__file__))
@@ -230,7 +234,8 @@ def wrk_once(proxy_port, port, close, connections, duration):
     with open(script, "w") as f:
         f.write("\n".join(lines) + "\n")
     url = f"http://127.0.0.1:{proxy_port or port}/small"
-    r = subprocess.run([args.wrk, "-t", "2", "-c", str(connections), "-d", f"{duration:g}s",
+    r = subprocess.run([args.wrk, "-t", str(min(2, connections)), "-c", str(connections),
+                        "-d", f"{duration:g}s",
                         "--latency", "-s", script, url], capture_output=True, text=True,
                        timeout=duration + 60)
     out = r.stdout
@@ -689,7 +694,7 @@ try:
        "openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out up.pem -days 2 "
        "-extfile ext 2>/dev/null", tmp)
     nginx_plain = nginx_tls = None
-    if cases & {"http", "connect", "vm"}:
+    if cases & {"http", "connect", "vm", "fair"}:
         nginx_plain, nginx_tls = start_nginx(args.mib if cases & {"connect", "vm"} else 1)
     http_port = nginx_plain if "http" in cases else None
     # proxyd intercepts this port
@@ -707,6 +712,9 @@ try:
     airlock("policy", "init", "deny-all")
     if http_port:
         airlock("policy", "allow", "network", f"{HOST}:{http_port}", "--sandbox", "bench")
+    if "fair" in cases:
+        for sb in ("bench", "benchb"):
+            airlock("policy", "allow", "network", f"{HOST}:{nginx_plain}", "--sandbox", sb)
     if bump_up:
         airlock("policy", "allow", "network", f"{HOST}:{bump_up}", "--method", "GET", "--path",
                 "/**", "--sandbox", "bench")
@@ -740,6 +748,21 @@ try:
     if not line.startswith("forward_port="):
         sys.exit(f"egress_harness did not attach: {line!r} {open(tmp + '/harness.log').read()}")
     forward_port = int(line.split("=", 1)[1])
+    # case 6: a second sandbox, on a harness of its own
+    forward_port_b = None
+    if "fair" in cases:
+        os.makedirs(tmp + "/groot-b")
+        harness_b = subprocess.Popen([args.harness, "--proxyd-socket", run_dir + "/proxyd.sock",
+                                      "--socket", tmp + "/egress-b.sock", "--sandbox", "benchb",
+                                      "--root", tmp + "/groot-b"],
+                                     stdout=subprocess.PIPE,
+                                     stderr=open(tmp + "/harness-b.log", "w"))
+        children.append(("egress_harness (benchb)", harness_b))
+        line = read_line(harness_b, 60)
+        if not line.startswith("forward_port="):
+            sys.exit(f"the second egress_harness did not attach: {line!r} "
+                     f"{open(tmp + '/harness-b.log').read()}")
+        forward_port_b = int(line.split("=", 1)[1])
     proxyd_pid = int(open(run_dir + "/proxyd.pid").read().strip())
     proxyd_ca = state_dir + "/ca/ca.crt"
     for _ in range(50):  # the CA is written when proxyd starts
@@ -747,7 +770,7 @@ try:
             break
         time.sleep(0.1)
 
-    if cases & {"http", "https", "connect"}:
+    if cases & {"http", "https", "connect", "fair"}:
         try:
             squid_proc, squid_bump, squid_plain = start_squid(tmp + "/ca.pem")
             squid_error = None
@@ -955,6 +978,60 @@ try:
             c1 = cpu_seconds(proxyd_pids)
             cpu[col] = {k: c1[k] - c0[k] for k in c1} if c0 and c1 else None
         report_inject(res, cpu)
+        print()
+
+    if "fair" in cases:
+        flood = 500
+        print(f"6. fair sharing: sandbox B's kept-alive GETs (wrk -c 1) alone, and while sandbox A "
+              f"floods\n  the same proxy with wrk -c {flood} (new connections; proxyd's cap is 256 "
+              f"per sandbox, so A's\n  extra connections are reset and retried); squid, with no "
+              f"notion of sandboxes, serves both alike\n  (min/median/max of {args.repeat})")
+        fair = {}
+        for col, a_port, b_port in (("proxyd", forward_port, forward_port_b),
+                                    ("squid", squid_plain, squid_plain)):
+            if col == "squid" and not squid_proc:
+                print(f"  squid: not measured: {squid_error}")
+                continue
+            alone, flooded, a_rps = [], [], []
+            try:
+                for _ in range(args.repeat):
+                    alone.append(wrk_once(b_port, nginx_plain, False, 1, D))
+                    a_script = f"{tmp}/wrk-flood.lua"
+                    with open(a_script, "w") as f:
+                        f.write(f'wrk.path = "http://{HOST}:{nginx_plain}/small"\n'
+                                f'wrk.headers["Host"] = "{HOST}:{nginx_plain}"\n'
+                                'wrk.headers["Connection"] = "close"\n')
+                    a = subprocess.Popen([args.wrk, "-t", "2", "-c", str(flood), "-d",
+                                          f"{D + 2:g}s", "-s", a_script,
+                                          f"http://127.0.0.1:{a_port}/small"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         text=True)
+                    time.sleep(1)  # A at full pressure before B starts
+                    flooded.append(wrk_once(b_port, nginx_plain, False, 1, D))
+                    out, _ = a.communicate(timeout=D + 60)
+                    rps = [l.split()[1] for l in out.splitlines() if l.startswith("Requests/sec:")]
+                    a_rps.append(float(rps[0]) if rps else 0.0)
+            except Exception as e:
+                print(f"  {col}: failed: {type(e).__name__}: {e}")
+                continue
+            fair[col] = (alone, flooded, a_rps)
+        if fair:
+            print(f"  {'':34}" + "".join(f"{c:>22}" for c in fair))
+            for label, pick, scale, spec in (
+                    ("B p50 alone (ms)", lambda f: [r["p50"] for r in f[0]], 1000, ".2f"),
+                    ("B p50 under A's flood (ms)", lambda f: [r["p50"] for r in f[1]], 1000, ".2f"),
+                    ("B p99 alone (ms)", lambda f: [r["p99"] for r in f[0]], 1000, ".2f"),
+                    ("B p99 under A's flood (ms)", lambda f: [r["p99"] for r in f[1]], 1000, ".2f"),
+                    ("B requests/s under A's flood", lambda f: [r["rps"] for r in f[1]], 1, ".0f"),
+                    ("B errors under A's flood", lambda f: [r["errors"] for r in f[1]], 1, ".0f"),
+                    ("A requests/s (the flood)", lambda f: f[2], 1, ".0f")):
+                print(f"  {label:34}" + "".join(f"{fmt3(mmm3(pick(fair[c])), spec, scale):>22}"
+                                                for c in fair))
+            for c in fair:
+                a50 = statistics.median(r["p50"] for r in fair[c][0])
+                f50 = statistics.median(r["p50"] for r in fair[c][1])
+                print(f"  {c}: B's p50 under the flood is {fmt(ratio(f50, a50), '.2f')}x its p50 "
+                      "alone (medians)")
         print()
 
     if "vm" in cases:
