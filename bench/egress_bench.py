@@ -168,6 +168,10 @@ def start_upstream(name, tls):
     sys.exit(f"upstream {name} did not start: {open(f'{tmp}/{name}.log').read()}")
 
 
+SMALL_BODY = "upstream saw GET /small\n"
+SMALL_BODY_NGINX = SMALL_BODY.replace("\n", "\\n")
+
+
 def start_nginx(mib):
     """nginx on loopback: a plain port and a TLS port (the test
     certificate), /small a short body, /big.bin `mib` MiB. Returns
@@ -176,6 +180,10 @@ def start_nginx(mib):
         sys.exit(f"{args.nginx} missing (tools/install_deps.sh --bench)")
     d = tmp + "/nginx"
     os.makedirs(d + "/www")
+    # nginx's worker runs as nobody: it must get through the temp dir to
+    # www (only squid's start did this before, so a run without squid
+    # served 403s).
+    os.chmod(tmp, 0o711)
     with open(d + "/www/big.bin", "wb") as f:
         chunk = os.urandom(1 << 20)
         for _ in range(mib):
@@ -203,7 +211,7 @@ http {{
     ssl_certificate {tmp}/up.pem;
     ssl_certificate_key {tmp}/up.key;
     root {d}/www;
-    location = /small {{ default_type text/plain; return 200 "upstream saw GET /small\n"; }}
+    location = /small {{ default_type text/plain; return 200 "{SMALL_BODY_NGINX}"; }}
   }}
 }}
 """
@@ -1040,15 +1048,24 @@ try:
         NREQ = 300
         small = f"http://{HOST}:{nginx_plain}/small?[1-{NREQ}]"
         big = f"https://{HOST}:{nginx_tls}/big.bin"
-        timed_curl = ("s=$(date +%s%N); curl -sS -o /dev/null {flags} '{url}' || exit 1; "
-                      "e=$(date +%s%N); echo $(( (e - s) / 1000 ))")
+        # Prints the bytes received (all requests) and the microseconds taken.
+        timed_curl = ("s=$(date +%s%N); n=$(curl -sS -f -o /dev/null -w '%{{size_download}}\\n' "
+                      "{flags} '{url}' | awk '{{t += $1}} END {{print t}}') || exit 1; "
+                      "e=$(date +%s%N); echo \"$n $(( (e - s) / 1000 ))\"")
 
-        def host_run(flags, url):
-            r = subprocess.run(["bash", "-c", timed_curl.format(flags=flags, url=url)],
+        def seconds_for(out, want_bytes):
+            got, us = out.split()[-2:]
+            if int(float(got)) != want_bytes:
+                raise RuntimeError(f"curl received {got} bytes, not {want_bytes}")
+            return int(us) / 1e6
+
+        def host_run(flags, url, want_bytes):
+            r = subprocess.run(["bash", "-o", "pipefail", "-c",
+                                timed_curl.format(flags=flags, url=url)],
                                capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 raise RuntimeError(r.stderr.strip())
-            return int(r.stdout.split()[-1]) / 1e6
+            return seconds_for(r.stdout, want_bytes)
 
         vm_error = None
         try:
@@ -1063,13 +1080,13 @@ try:
             vm_error = str(e)
             print(f"  not measured: {vm_error}")
 
-        def guest_run(flags, url):
-            r = subprocess.run([args.airlock, "exec", "benchvm", "--", "bash", "-c",
-                                timed_curl.format(flags=flags, url=url)], env=env,
+        def guest_run(flags, url, want_bytes):
+            r = subprocess.run([args.airlock, "exec", "benchvm", "--", "bash", "-o", "pipefail",
+                                "-c", timed_curl.format(flags=flags, url=url)], env=env,
                                capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 raise RuntimeError(f"in the guest: {r.stderr.strip() or r.stdout.strip()}")
-            return int(r.stdout.split()[-1]) / 1e6
+            return seconds_for(r.stdout, want_bytes)
 
         if vm_error is None:
             harness_proxy = f"--proxy http://127.0.0.1:{forward_port}"
@@ -1077,16 +1094,18 @@ try:
             dl_flags = f"--cacert {tmp}/ca.pem {resolve}"
             ways = {
                 "download MiB/s": (
-                    lambda: guest_run("--cacert /tmp/ca.pem", big),
-                    lambda: host_run(f"{harness_proxy} --proxytunnel {dl_flags}", big),
-                    lambda: host_run(dl_flags, big), lambda t: args.mib / t),
+                    lambda: guest_run("--cacert /tmp/ca.pem", big, args.mib << 20),
+                    lambda: host_run(f"{harness_proxy} --proxytunnel {dl_flags}", big,
+                                     args.mib << 20),
+                    lambda: host_run(dl_flags, big, args.mib << 20), lambda t: args.mib / t),
                 f"{NREQ} kept-alive GETs, requests/s": (
-                    lambda: guest_run("", small),
-                    lambda: host_run(f"{harness_proxy} {resolve}", small),
-                    lambda: host_run(resolve, small), lambda t: NREQ / t),
+                    lambda: guest_run("", small, NREQ * len(SMALL_BODY)),
+                    lambda: host_run(f"{harness_proxy} {resolve}", small, NREQ * len(SMALL_BODY)),
+                    lambda: host_run(resolve, small, NREQ * len(SMALL_BODY)),
+                    lambda t: NREQ / t),
             }
             cols = ["guest (proxyd)", "host harness", "direct"]
-            print(f"  {'min/median/max':36}" + "".join(f"{c:>20}" for c in cols)
+            print(f"  {'min/median/max':36}" + "".join(f"{c:>22}" for c in cols)
                   + f"{'guest/harness':>15}{'guest/direct':>14}")
             for label, (g, h, d, rate) in ways.items():
                 figs = []
@@ -1097,7 +1116,7 @@ try:
                         print(f"  {label}: failed: {e}")
                         figs.append(None)
                 med = [f[1] if f else None for f in figs]
-                print(f"  {label:36}" + "".join(f"{fmt3(f, '.1f'):>20}" for f in figs)
+                print(f"  {label:36}" + "".join(f"{fmt3(f, '.1f'):>22}" for f in figs)
                       + f"{fmt(ratio(med[0], med[1]), '.2f'):>15}"
                       + f"{fmt(ratio(med[0], med[2]), '.2f'):>14}")
             print("  guest column: curl in the guest (HTTPS_PROXY, the guest's agent, the egress "
