@@ -1014,9 +1014,14 @@ try:
                                           f"http://127.0.0.1:{a_port}/small"],
                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          text=True)
-                    time.sleep(1)  # A at full pressure before B starts
-                    flooded.append(wrk_once(b_port, nginx_plain, False, 1, D))
-                    out, _ = a.communicate(timeout=D + 60)
+                    try:
+                        time.sleep(1)  # A at full pressure before B starts
+                        flooded.append(wrk_once(b_port, nginx_plain, False, 1, D))
+                        out, _ = a.communicate(timeout=D + 60)
+                    finally:
+                        if a.poll() is None:  # B failed: the flood must not load what follows
+                            a.kill()
+                            a.wait()
                     rps = [l.split()[1] for l in out.splitlines() if l.startswith("Requests/sec:")]
                     a_rps.append(float(rps[0]) if rps else 0.0)
             except Exception as e:

@@ -94,7 +94,8 @@ bool EgressMux::Push(Command c) {
       if (c.kind == Command::kOpen) CloseWithReset(c.fd);
       return false;
     }
-    c.bytes = c.frame.ByteSizeLong() + 16;
+    // What it holds in memory: the frame's bytes and the command itself.
+    c.bytes = c.frame.ByteSizeLong() + sizeof(Command);
     queued_bytes_ += c.bytes;
     wake = commands_.empty();
     commands_.push_back(std::move(c));

@@ -11,15 +11,18 @@
 // time per port; while there is none, guest connections are reset at once
 // and DNS queries get no answer.
 //
-// Where it stops: the peer is not trusted. A length over kEgressMaxMessage
-// or bytes that do not parse end the transport (error() says which); it
-// never allocates more than that for one message. What the frames mean is
-// the mux's to check.
+// Where it stops: the peer is not trusted. A length over kEgressMaxMessage,
+// more than kEgressMaxFramesPerMessage frames (counted on the wire, before
+// anything is parsed) or bytes that do not parse end the transport
+// (error() says which), so one message costs at most about those bounds.
+// What the frames mean is the mux's to check.
 #ifndef AIRLOCK_COMMON_EGRESS_TRANSPORT_H_
 #define AIRLOCK_COMMON_EGRESS_TRANSPORT_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -30,6 +33,10 @@ namespace airlock {
 // The largest message either side accepts: well above a mux batch
 // (kEgressMaxBatch plus one frame), far below what would hurt.
 inline constexpr size_t kEgressMaxMessage = 4 << 20;
+// The most frames one message may hold: far above a real batch (the mux
+// sends one frame per stream and kind in a turn, with at most a few
+// hundred streams), far below what a flood of empty frames would cost.
+inline constexpr int kEgressMaxFramesPerMessage = 16384;
 
 class EgressTransport {
  public:
@@ -44,27 +51,35 @@ class EgressTransport {
 
   // Write sends one message whole, waiting while the peer does not read.
   // False once the transport broke, was shut down, or the message is over
-  // kEgressMaxMessage. One writer at a time (a reader may run beside it).
+  // the limits. One writer at a time (a reader may run beside it).
   bool Write(const agent::v1::EgressFrames& message);
   // Read takes the next message. False at the peer's end, on an error, on
-  // Shutdown, or when the peer broke the framing. One reader at a time.
-  bool Read(agent::v1::EgressFrames* message);
+  // Shutdown, when the peer broke the framing, or (the transport ended)
+  // when nothing whole arrived by `deadline`. One reader at a time.
+  bool Read(agent::v1::EgressFrames* message,
+            std::chrono::steady_clock::time_point deadline =
+                std::chrono::steady_clock::time_point::max());
   // Shutdown makes Read and Write return false from now on, from any
-  // thread, waking them when they wait.
+  // thread, waking them when they wait; a socket is shut down both ways,
+  // so its peer sees the end at once.
   void Shutdown();
   // Why the transport ended ("" while it has not).
   std::string error() const;
 
  private:
-  // Wait polls the fd for `events` and the wake-up; false when shut down
-  // or the peer hung up.
-  bool Wait(short events);
+  // Wait polls the fd for `events` and the wake-up; false when shut down,
+  // the peer hung up or `deadline` passed.
+  bool Wait(short events, std::chrono::steady_clock::time_point deadline);
+  // Reserve makes room for `n` bytes from in_start_ (compacting, or
+  // growing the buffer); nothing is zero-filled.
+  void Reserve(size_t n);
   void Fail(const std::string& why);
 
   int fd_;
   int wake_;  // eventfd: Shutdown's wake-up
-  std::string in_;
-  size_t in_off_ = 0;
+  bool socket_ = false;  // send with MSG_NOSIGNAL; else write (a virtio port)
+  std::unique_ptr<char[]> in_;
+  size_t in_cap_ = 0, in_start_ = 0, in_end_ = 0;
   std::string out_;
   std::atomic<bool> down_{false};
   mutable std::mutex mu_;
@@ -72,8 +87,13 @@ class EgressTransport {
 };
 
 // Encode appends `message`'s wire form (length and bytes) to `out`; false
-// when it is over kEgressMaxMessage. For tests and fuzzing.
+// when it is over the limits. For tests and fuzzing.
 bool EncodeEgressMessage(const agent::v1::EgressFrames& message, std::string* out);
+
+// CountEgressFrames counts the `frames` fields of a serialized
+// EgressFrames at its top level without parsing them; -1 when the bytes
+// are not a well-formed message.
+int CountEgressFrames(const char* data, size_t n);
 
 }  // namespace airlock
 

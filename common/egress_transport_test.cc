@@ -154,5 +154,43 @@ TEST_F(EgressTransportTest, AMessageOverTheLimitIsNotSent) {
   EXPECT_EQ(recv(sp_[1], &c, 1, MSG_DONTWAIT), -1) << "nothing of it was written";
 }
 
+TEST_F(EgressTransportTest, TooManyFramesEndTheTransportBeforeTheyAreParsed) {
+  EgressTransport t(sp_[0]);
+  // 20,000 empty frames in 40 KB: a few MB of objects had they been parsed.
+  std::string body;
+  for (int i = 0; i < kEgressMaxFramesPerMessage + 1; ++i) body += std::string("\x12\x00", 2);
+  size_t n = body.size();
+  std::string head = {static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                      static_cast<char>(n >> 8), static_cast<char>(n)};
+  std::thread w([&] { WriteAll(sp_[1], head + body); });
+  EgressFrames m;
+  EXPECT_FALSE(t.Read(&m));
+  w.join();
+  EXPECT_EQ(t.error(), "the peer sent a message of 16385 frames, over the limit of 16384");
+  EXPECT_EQ(m.frames_size(), 0);
+  EXPECT_EQ(CountEgressFrames(body.data(), body.size()), kEgressMaxFramesPerMessage + 1);
+  EXPECT_EQ(CountEgressFrames("\x12\x05ab", 4), -1) << "a field longer than the message";
+  EXPECT_EQ(CountEgressFrames("\x0b", 1), -1) << "a group";
+}
+
+TEST_F(EgressTransportTest, AReadWithADeadlineEndsTheTransportWhenNothingCame) {
+  EgressTransport t(sp_[0]);
+  // Half a message, then silence.
+  ASSERT_TRUE(WriteAll(sp_[1], Wire(Data(1, "never finished")).substr(0, 9)));
+  auto start = std::chrono::steady_clock::now();
+  EgressFrames m;
+  EXPECT_FALSE(t.Read(&m, start + std::chrono::milliseconds(300)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
+  EXPECT_EQ(t.error(), "the peer did not answer in time");
+}
+
+TEST_F(EgressTransportTest, ShutdownEndsTheSocketForThePeerAtOnce) {
+  EgressTransport t(sp_[0]);
+  t.Shutdown();
+  // The object (and its descriptor) lives on, but the peer sees the end.
+  char c;
+  EXPECT_EQ(read(sp_[1], &c, 1), 0);
+}
+
 }  // namespace
 }  // namespace airlock

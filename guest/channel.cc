@@ -16,6 +16,7 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_posix.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/channel_hello.h"
@@ -163,6 +164,14 @@ void ServeRawPort(const std::string& device,
     while (!HostConnected(port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::string pending;
     if (!AwaitHello(port, &pending)) continue;
+    // A host that heard no answer within its wait says hello again; the
+    // first answer is the one it takes, so a later hello is only dropped
+    // (answered, its OK would be read as the start of the stream).
+    while (absl::StartsWith(pending, kHelloPrefix)) {
+      size_t nl = pending.find('\n');
+      if (nl == std::string::npos) break;
+      pending.erase(0, nl + 1);
+    }
     int fd = dup(port);
     if (fd < 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

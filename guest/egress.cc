@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "absl/status/statusor.h"
@@ -263,7 +264,9 @@ void EgressService::Serve(EgressTransport* tunnel) {
   if (!tunnel->Read(&in)) return;
   if (!in.start().ca_certificate_pem().empty()) {
     if (absl::Status s = InstallCa(root_, in.start().ca_certificate_pem()); !s.ok()) {
-      // proxyd never hears the tunnel is live, and opens it again.
+      // proxyd never hears the tunnel is live: its wait for the answer
+      // ends (kTunnelAnswerTimeout) and it opens the tunnel again.
+      std::cerr << "egress: cannot install the interception CA: " << s.message() << "\n";
       return;
     }
   }

@@ -11,6 +11,14 @@
 
 namespace airlock::proxyd {
 
+namespace {
+
+// How long the agent has to answer a new tunnel's start (it installs the
+// CA first: a file write and an append in the guest).
+constexpr auto kTunnelAnswerTimeout = std::chrono::seconds(20);
+
+}  // namespace
+
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -34,8 +42,13 @@ void Attachment::State::RunTunnel() {
     agentpb::EgressFrames in;
     agentpb::EgressFrames start;
     start.mutable_start()->set_ca_certificate_pem(px->ca->certificate_pem());
-    // The agent's first (empty) message: the CA is installed, the tunnel live.
-    if (tunnel->Write(start) && tunnel->Read(&in)) {
+    // The agent's first (empty) message: the CA is installed, the tunnel
+    // live. An agent that gave up on this tunnel (it could not install the
+    // CA, or took a second hello for the stream's start) says nothing more
+    // and keeps the port open, so the wait is bounded and the tunnel made
+    // again.
+    if (tunnel->Write(start) &&
+        tunnel->Read(&in, std::chrono::steady_clock::now() + kTunnelAnswerTimeout)) {
       {
         std::lock_guard<std::mutex> lock(mu);
         ready = true;

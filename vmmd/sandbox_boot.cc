@@ -398,8 +398,14 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
           if (!PeerDown(ps)) {
             return absl::Status(ps.code(), FailureReason(name, std::string(ps.message())));
           }
-          AIRLOCK_LOG_WARN("reattached without confirming the kits' runtime phase; its peers "
-                           "keep it", {{"sandbox", name}, {"error", std::string(ps.message())}});
+          AIRLOCK_LOG_WARN("reattached without confirming the kits' runtime phase; the peers "
+                           "keep it, and it is said again until they answer",
+                           {{"sandbox", name}, {"error", std::string(ps.message())}});
+          std::lock_guard<std::mutex> lock(mu_);
+          Record& r = records_[name];
+          r.kit_sync_pending = true;
+          r.kit_sync_backoff_s = 1;
+          r.next_kit_sync_try = time(nullptr) + 1;
         }
       }
       {

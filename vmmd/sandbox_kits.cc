@@ -3,6 +3,8 @@
 // secretsd per phase, and applying the rest of the plan (volumes and files
 // through vmmd/kit_files.h, install and startup hooks, the switch from
 // install to runtime rules) at boot, before the sandbox is RUNNING.
+#include <time.h>
+
 #include <cmath>
 #include <set>
 
@@ -79,6 +81,38 @@ absl::Status SandboxManager::SetKitPhase(const std::string& name, const pb::KitP
                                          const std::string& phase) {
   if (absl::Status s = peers_.policy->SetKitPhase(name, phase); !s.ok()) return s;
   return BindKitCredentials(name, plan, phase);
+}
+
+void SandboxManager::RetryKitSync(const std::string& name) {
+  pb::KitPlan plan;
+  bool go;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(name);
+    go = it != records_.end() && !it->second.busy && it->second.kit_sync_pending &&
+         it->second.sb.state() == vmm::RUNNING;
+    if (go) plan = it->second.sb.kit_plan();
+  }
+  absl::Status s = go ? SetKitPhase(name, plan, "runtime") : absl::OkStatus();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(name);
+  if (it == records_.end()) return;
+  Record& r = it->second;
+  r.kit_sync_in_flight = false;
+  if (!go) return;
+  if (s.ok()) {
+    r.kit_sync_pending = false;
+    AIRLOCK_LOG_INFO("the kits' runtime phase is confirmed", {{"sandbox", name}});
+    return;
+  }
+  // 1, 2, 4 ... 30 s between tries; a refusal (not a peer that is down)
+  // is logged as an error each time: it needs an operator.
+  r.kit_sync_backoff_s = std::min(30, std::max(1, r.kit_sync_backoff_s * 2));
+  r.next_kit_sync_try = time(nullptr) + r.kit_sync_backoff_s;
+  if (!PeerDown(s)) {
+    AIRLOCK_LOG_ERROR("the kits' runtime phase was refused; retrying",
+                      {{"sandbox", name}, {"error", std::string(s.message())}});
+  }
 }
 
 absl::Status SandboxManager::BindKitCredentials(const std::string& name, const pb::KitPlan& plan,

@@ -166,6 +166,14 @@ class SandboxManager {
     bool publish_in_flight = false;
     int64_t next_publish_try = 0;
     int publish_backoff_s = 0;
+    // A reattached kit sandbox whose runtime phase and kit credentials
+    // policyd or secretsd did not confirm (down at the reattach): the
+    // monitor says them again until both take them (their stores may lag
+    // vmmd's plan after a kit update one of them missed).
+    bool kit_sync_pending = false;
+    bool kit_sync_in_flight = false;
+    int64_t next_kit_sync_try = 0;
+    int kit_sync_backoff_s = 0;
     // vmmd restarted under the running guest and is reattaching: exec and
     // file calls wait for it instead of being refused.
     bool reattaching = false;
@@ -259,6 +267,9 @@ class SandboxManager {
   // RetryPublish is the monitor's PublishClone for a running, idle sandbox
   // still publish_pending.
   void RetryPublish(const std::string& name);
+  // RetryKitSync is the monitor's runtime-phase SetKitPhase for a running,
+  // idle sandbox still kit_sync_pending (backing off to 30 s).
+  void RetryKitSync(const std::string& name);
   // AttachEgress hands the sandbox's egress port to proxyd (which installs
   // its CA in the guest); a boot fails without it. DetachEgress is best
   // effort.

@@ -154,6 +154,7 @@ void SandboxManager::Monitor() {
     std::vector<vmm::Sandbox> running;
     std::vector<vmm::Sandbox> expired;
     std::vector<std::string> publish;
+    std::vector<std::string> kit_sync;
     {
       std::unique_lock<std::mutex> lock(mu_);
       changed_.wait_for(lock, milliseconds(500));
@@ -163,6 +164,10 @@ void SandboxManager::Monitor() {
         if (r.publish_pending && !r.publish_in_flight && now >= r.next_publish_try) {
           r.publish_in_flight = true;
           publish.push_back(name);
+        }
+        if (r.kit_sync_pending && !r.kit_sync_in_flight && now >= r.next_kit_sync_try) {
+          r.kit_sync_in_flight = true;
+          kit_sync.push_back(name);
         }
         if (Expired(r.sb, now) && !r.expiring) {
           r.expiring = true;
@@ -174,6 +179,7 @@ void SandboxManager::Monitor() {
     }
     // Off this thread: a gitd that hangs must not stall noticing VM exits.
     for (const auto& name : publish) StartWorker([this, name] { RetryPublish(name); });
+    for (const auto& name : kit_sync) StartWorker([this, name] { RetryKitSync(name); });
     // A deadline that passed applies its action once, off this thread.
     for (const auto& sb : expired) {
       std::string name = sb.spec().name();
