@@ -19,6 +19,9 @@ namespace {
 
 // Bytes asked of one read: a whole batch in a few calls.
 constexpr size_t kReadChunk = 256 * 1024;
+// The write buffer kept between messages: above a mux batch (about 1 MiB),
+// so a bulk transfer reuses it instead of allocating one per batch.
+constexpr size_t kKeptWriteBuffer = 2 << 20;
 
 // ReadVarint reads a base-128 varint at `*p` (before `end`); false when it
 // runs past `end` or over 10 bytes.
@@ -195,8 +198,8 @@ bool EgressTransport::Write(const agent::v1::EgressFrames& message) {
     Fail(n == 0 ? "the peer stopped reading" : absl::StrCat("write: ", strerror(errno)));
     return false;
   }
-  // A large message's buffer is not kept for the small ones after it.
-  if (out_.capacity() > 2 * kReadChunk) std::string().swap(out_);
+  // Only an unusually large message's buffer is given back.
+  if (out_.capacity() > kKeptWriteBuffer) std::string().swap(out_);
   return true;
 }
 

@@ -402,10 +402,7 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
                            "keep it, and it is said again until they answer",
                            {{"sandbox", name}, {"error", std::string(ps.message())}});
           std::lock_guard<std::mutex> lock(mu_);
-          Record& r = records_[name];
-          r.kit_sync_pending = true;
-          r.kit_sync_backoff_s = 1;
-          r.next_kit_sync_try = time(nullptr) + 1;
+          records_[name].kit_sync.Ended(false, time(nullptr));
         }
       }
       {

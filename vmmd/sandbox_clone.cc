@@ -104,7 +104,7 @@ void SandboxManager::PublishClone(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     sb = records_[name].sb;
-    retrying = records_[name].publish_pending;
+    retrying = records_[name].publish.pending;
   }
   bool pending = false;
   for (const auto& p : sb.ports()) {
@@ -131,15 +131,7 @@ void SandboxManager::PublishClone(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find(name);
   if (it == records_.end()) return;
-  Record& r = it->second;
-  r.publish_pending = pending;
-  if (!pending) {
-    r.publish_backoff_s = 0;
-  } else {
-    // 1, 2, 4 ... 30 s between tries.
-    r.publish_backoff_s = std::min(30, std::max(1, r.publish_backoff_s * 2));
-    r.next_publish_try = time(nullptr) + r.publish_backoff_s;
-  }
+  it->second.publish.Ended(!pending, time(nullptr));
 }
 
 void SandboxManager::RetryPublish(const std::string& name) {
@@ -151,14 +143,14 @@ void SandboxManager::RetryPublish(const std::string& name) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = records_.find(name);
-      go = it != records_.end() && !it->second.busy && it->second.publish_pending &&
+      go = it != records_.end() && !it->second.busy && it->second.publish.pending &&
            it->second.sb.state() == vmm::RUNNING;
     }
     if (go) PublishClone(name);
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find(name);
-  if (it != records_.end()) it->second.publish_in_flight = false;
+  if (it != records_.end()) it->second.publish.in_flight = false;
 }
 
 void SandboxManager::AnswerStoppedClone(const vmm::Sandbox& sb) {

@@ -89,7 +89,7 @@ void SandboxManager::RetryKitSync(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = records_.find(name);
-    go = it != records_.end() && !it->second.busy && it->second.kit_sync_pending &&
+    go = it != records_.end() && !it->second.busy && it->second.kit_sync.pending &&
          it->second.sb.state() == vmm::RUNNING;
     if (go) plan = it->second.sb.kit_plan();
   }
@@ -97,18 +97,16 @@ void SandboxManager::RetryKitSync(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find(name);
   if (it == records_.end()) return;
-  Record& r = it->second;
-  r.kit_sync_in_flight = false;
+  Retry& retry = it->second.kit_sync;
+  retry.in_flight = false;
   if (!go) return;
+  retry.Ended(s.ok(), time(nullptr));
   if (s.ok()) {
-    r.kit_sync_pending = false;
     AIRLOCK_LOG_INFO("the kits' runtime phase is confirmed", {{"sandbox", name}});
     return;
   }
-  // 1, 2, 4 ... 30 s between tries; a refusal (not a peer that is down)
-  // is logged as an error each time: it needs an operator.
-  r.kit_sync_backoff_s = std::min(30, std::max(1, r.kit_sync_backoff_s * 2));
-  r.next_kit_sync_try = time(nullptr) + r.kit_sync_backoff_s;
+  // A refusal (not a peer that is down) is logged as an error each time:
+  // it needs an operator.
   if (!PeerDown(s)) {
     AIRLOCK_LOG_ERROR("the kits' runtime phase was refused; retrying",
                       {{"sandbox", name}, {"error", std::string(s.message())}});

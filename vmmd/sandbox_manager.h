@@ -5,6 +5,7 @@
 #ifndef AIRLOCK_VMMD_SANDBOX_MANAGER_H_
 #define AIRLOCK_VMMD_SANDBOX_MANAGER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -148,6 +149,32 @@ class SandboxManager {
   std::string Accelerator();
 
  private:
+  // Retry is something the monitor tries again for a running sandbox until
+  // it takes (a peer was down): whether it is owed, whether a try runs on
+  // a worker, and when the next may start (1, 2, 4 ... 30 s apart).
+  struct Retry {
+    bool pending = false;
+    bool in_flight = false;
+    int64_t next_try = 0;
+    int backoff_s = 0;
+    // Take marks a try as running when one is owed and due (true).
+    bool Take(int64_t now) {
+      if (!pending || in_flight || now < next_try) return false;
+      in_flight = true;
+      return true;
+    }
+    // Ended records how an attempt went: done, or owed again later.
+    void Ended(bool ok, int64_t now) {
+      pending = !ok;
+      if (ok) {
+        backoff_s = 0;
+        return;
+      }
+      backoff_s = std::min(30, std::max(1, backoff_s * 2));
+      next_try = now + backoff_s;
+    }
+  };
+
   struct Record {
     airlock::vmm::v1::Sandbox sb;
     std::shared_ptr<AgentLink> agent;
@@ -161,19 +188,12 @@ class SandboxManager {
     bool expiring = false;
     // A running clone-mode sandbox whose sandbox-<name> remote gitd has not
     // taken yet (gitd was down): the monitor retries it.
-    bool publish_pending = false;
-    // A retry runs on a worker; when the next may start, and its backoff.
-    bool publish_in_flight = false;
-    int64_t next_publish_try = 0;
-    int publish_backoff_s = 0;
+    Retry publish;
     // A reattached kit sandbox whose runtime phase and kit credentials
     // policyd or secretsd did not confirm (down at the reattach): the
     // monitor says them again until both take them (their stores may lag
     // vmmd's plan after a kit update one of them missed).
-    bool kit_sync_pending = false;
-    bool kit_sync_in_flight = false;
-    int64_t next_kit_sync_try = 0;
-    int kit_sync_backoff_s = 0;
+    Retry kit_sync;
     // vmmd restarted under the running guest and is reattaching: exec and
     // file calls wait for it instead of being refused.
     bool reattaching = false;
@@ -262,13 +282,13 @@ class SandboxManager {
   absl::Status SetUpClone(const airlock::vmm::v1::Sandbox& sb, std::shared_ptr<grpc::Channel> agent);
   // PublishClone points the host repo's sandbox-<name> remote at the
   // sandbox's git port; when gitd does not answer the record stays
-  // publish_pending and the monitor tries again (backing off to 30 s).
+  // publish.pending and the monitor tries again (backing off to 30 s).
   void PublishClone(const std::string& name);
   // RetryPublish is the monitor's PublishClone for a running, idle sandbox
-  // still publish_pending.
+  // still publish.pending.
   void RetryPublish(const std::string& name);
   // RetryKitSync is the monitor's runtime-phase SetKitPhase for a running,
-  // idle sandbox still kit_sync_pending (backing off to 30 s).
+  // idle sandbox still kit_sync.pending.
   void RetryKitSync(const std::string& name);
   // AttachEgress hands the sandbox's egress port to proxyd (which installs
   // its CA in the guest); a boot fails without it. DetachEgress is best

@@ -161,14 +161,8 @@ void SandboxManager::Monitor() {
       int64_t now = time(nullptr);
       for (auto& [name, r] : records_) {
         if (r.busy || r.sb.state() != vmm::RUNNING) continue;
-        if (r.publish_pending && !r.publish_in_flight && now >= r.next_publish_try) {
-          r.publish_in_flight = true;
-          publish.push_back(name);
-        }
-        if (r.kit_sync_pending && !r.kit_sync_in_flight && now >= r.next_kit_sync_try) {
-          r.kit_sync_in_flight = true;
-          kit_sync.push_back(name);
-        }
+        if (r.publish.Take(now)) publish.push_back(name);
+        if (r.kit_sync.Take(now)) kit_sync.push_back(name);
         if (Expired(r.sb, now) && !r.expiring) {
           r.expiring = true;
           expired.push_back(r.sb);
