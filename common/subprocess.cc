@@ -115,7 +115,7 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 }
 
 absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv,
-                                    const std::string& log_path) {
+                                    const std::string& log_path, int pass_fd, int pass_as) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
   int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log_fd < 0) {
@@ -137,13 +137,18 @@ absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv,
     pid_t self = getpid();
     ssize_t unused = write(report[1], &self, sizeof(self));
     int devnull = open("/dev/null", O_RDONLY);
+    // Above every descriptor set below, then where the program expects it
+    // (dup2 clears close-on-exec).
+    int passed = pass_fd >= 0 ? fcntl(pass_fd, F_DUPFD_CLOEXEC, 16) : -1;
+    int report_fd = passed >= 0 ? fcntl(report[1], F_DUPFD_CLOEXEC, 16) : report[1];
     dup2(devnull, 0);
     dup2(log_fd, 1);
     dup2(log_fd, 2);
+    if (passed >= 0) dup2(passed, pass_as);
     ResetSignals();
     execvp(args[0], args.data());
     int e = errno;
-    unused = write(report[1], &e, sizeof(e));
+    unused = write(report_fd, &e, sizeof(e));
     (void)unused;
     _exit(127);
   }

@@ -31,9 +31,11 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 // SpawnDetached starts argv in a new session, reparented to init (double
 // fork), with stdin from /dev/null and stdout and stderr appended to
 // `log_path`. Returns the pid of the running program; the caller never
-// waits for it. Fails when exec fails.
+// waits for it. Fails when exec fails. `pass_fd`, when not -1, is an open
+// descriptor the program gets as fd `pass_as` (the caller keeps its own).
 absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv,
-                                    const std::string& log_path);
+                                    const std::string& log_path, int pass_fd = -1,
+                                    int pass_as = 3);
 
 // ProcessAlive is true while `pid` exists and one of its threads has not
 // exited (a zombie leader whose other threads still run is alive: they hold

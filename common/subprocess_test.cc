@@ -1,5 +1,6 @@
 #include "common/subprocess.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -46,6 +48,28 @@ TEST(SpawnDetachedTest, ChildOutlivesAndLogs) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_FALSE(ProcessAlive(*pid));
+}
+
+TEST(SpawnDetachedTest, PassesOneDescriptorWhereAsked) {
+  std::string dir = getenv("TEST_TMPDIR");
+  std::string log = dir + "/pass.log";
+  std::string data = dir + "/passed.txt";
+  {
+    std::ofstream(data) << "what the parent opened";
+  }
+  int fd = open(data.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  // The parent's descriptor is close-on-exec: the program has it as fd 4
+  // only because it was passed.
+  auto pid = SpawnDetached({"sh", "-c", "cat <&4"}, log, fd, 4);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  for (int i = 0; i < 250 && ProcessAlive(*pid); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  close(fd);
+  std::ifstream in(log);
+  std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(got, "what the parent opened");
 }
 
 // A process whose main thread has exited shows as a zombie while its other

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <dirent.h>
 #include <fstream>
@@ -69,6 +70,24 @@ class SnapshotE2ETest : public ::testing::Test {
     return out;
   }
 
+  // FileHolds says whether `path` (read in pieces: a RAM image is the
+  // guest's size) contains `text`.
+  static bool FileHolds(const std::string& path, const std::string& text) {
+    std::ifstream in(path, std::ios::binary);
+    std::string carry, chunk(1 << 20, '\0');
+    while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+      std::string window = carry + chunk.substr(0, in.gcount());
+      if (window.find(text) != std::string::npos) return true;
+      carry = window.substr(window.size() - std::min(window.size(), text.size()));
+    }
+    return false;
+  }
+
+  // Digest is the SHA-256 of `path`, as sha256sum prints it.
+  static std::string Digest(const std::string& path) {
+    return RunCommand({"sha256sum", path}).out.substr(0, 64);
+  }
+
   bool WaitForSnapshot() {
     for (int i = 0; i < 600 && Snapshots().empty(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -88,14 +107,25 @@ TEST_F(SnapshotE2ETest, RestoredSandboxesAreEachTheirOwn) {
   EXPECT_EQ(Sandbox(first)["started_from"], "boot");
   ASSERT_TRUE(WaitForSnapshot()) << "vmmd made no snapshot after the first boot";
   std::string snapshot = Snapshots().front();
-  // The snapshot is of a guest that was never a sandbox.
+  // The snapshot is of a guest that was never a sandbox: device state,
+  // and the guest's RAM as a sparse image the guest's size.
   std::string memory = ReadFileToString(snapshot + "/memory");
-  EXPECT_GT(memory.size(), 1u << 20);
+  EXPECT_GT(memory.size(), 16u << 10);
+  EXPECT_LT(memory.size(), 8u << 20) << "the guest's pages are still in the stream";
   EXPECT_EQ(memory.find(first), std::string::npos) << "the snapshot holds the first sandbox's name";
+  std::string ram = snapshot + "/ram";
+  struct stat ram_st {};
+  ASSERT_EQ(stat(ram.c_str(), &ram_st), 0);
+  EXPECT_EQ(ram_st.st_size, 1 << 30);
+  EXPECT_GT(ram_st.st_blocks * 512, 32 << 20) << "the guest's memory is missing";
+  EXPECT_LT(ram_st.st_blocks * 512, 512 << 20) << "the image is not sparse";
+  EXPECT_FALSE(FileHolds(ram, first)) << "the snapshot's RAM holds the first sandbox's name";
+  std::string ram_digest = Digest(ram);
+  ASSERT_EQ(ram_digest.size(), 64u);
   // Its VM and jail are gone; its files are root's alone (the VM's jail
   // ids go back to the pool and may become a sandbox's).
   EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/state/snapshots").empty());
-  for (const char* f : {"/disk.qcow2", "/memory"}) {
+  for (const char* f : {"/disk.qcow2", "/memory", "/ram"}) {
     struct stat st {};
     ASSERT_EQ(stat((snapshot + f).c_str(), &st), 0) << f;
     EXPECT_EQ(st.st_uid, 0u) << f;
@@ -131,6 +161,22 @@ TEST_F(SnapshotE2ETest, RestoredSandboxesAreEachTheirOwn) {
   // Disks: each its own.
   Exec("twin-a", "echo mine > /root/only-a && sync");
   EXPECT_EQ(Airlock({"exec", "twin-b", "--", "test", "-e", "/root/only-a"}).exit_code, 1);
+  // Memory: each QEMU maps a copy of its own (a memfd), never the
+  // snapshot's image, which nothing a guest does changes: not its writes,
+  // and not the pages it frees (free page reporting punches them out of
+  // the copy).
+  for (const char* name : {"twin-a", "twin-b"}) {
+    pid_t qemu = Sandbox(name)["pid"];
+    std::string fds = RunCommand({"sh", "-c", "ls -l /proc/" + std::to_string(qemu) + "/fd"}).out;
+    EXPECT_NE(fds.find("/memfd:airlock-guest-ram"), std::string::npos) << name << ": " << fds;
+    EXPECT_EQ(fds.find(snapshot), std::string::npos) << name << " holds a snapshot file: " << fds;
+  }
+  Exec("twin-a",
+       "echo 3 > /proc/sys/vm/drop_caches; head -c 200M /dev/urandom > /dev/shm/burst && "
+       "rm /dev/shm/burst && echo 1 > /proc/sys/vm/compact_memory; sleep 4");
+  EXPECT_EQ(Exec("twin-b", "hostname"), "twin-b\n");
+  EXPECT_EQ(Digest(ram), ram_digest) << "a restored guest changed the snapshot's memory";
+  EXPECT_EQ(Exec("twin-a", "hostname"), "twin-a\n");
   // vmmd killed and restarted reattaches to a restored guest.
   pid_t qemu_b = Sandbox("twin-b")["pid"];
   std::ifstream pidfile(dir_.path() + "/run/vmmd.pid");
@@ -191,6 +237,18 @@ TEST_F(SnapshotE2ETest, ASnapshotQemuCannotLoadIsDroppedAndTheSandboxBoots) {
   EXPECT_EQ(Sandbox("second")["started_from"], "boot");
   struct stat gone {};
   EXPECT_NE(stat(snapshot.c_str(), &gone), 0) << "the broken snapshot is still there";
+}
+
+TEST_F(SnapshotE2ETest, ASnapshotWithoutItsRamImageIsNeverRestored) {
+  ASSERT_EQ(Airlock({"run", "--name", "first", "-m", "1g", "shell", "--", "true"}).exit_code, 0);
+  ASSERT_TRUE(WaitForSnapshot());
+  std::string snapshot = Snapshots().front();
+  // Device state alone would resume a guest over zeroed memory.
+  ASSERT_EQ(unlink((snapshot + "/ram").c_str()), 0);
+  auto r = Airlock({"run", "--name", "second", "-m", "1g", "shell", "--", "hostname"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "second\n");
+  EXPECT_EQ(Sandbox("second")["started_from"], "boot");
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/fd_io.h"
+#include "vmmd/memory_image.h"
 
 namespace airlock::vmmd {
 namespace {
@@ -39,7 +40,7 @@ struct Report {
 };
 constexpr int32_t kPid = 1, kFailed = 2;
 constexpr int32_t kStepCgroup = -1, kStepClone = -2, kStepMaps = -3, kStepIds = -4,
-                  kStepExec = -5, kStepSync = -6;
+                  kStepExec = -5, kStepSync = -6, kStepMemory = -7;
 
 void Send(int fd, int32_t kind, int32_t step, int32_t err, int32_t pid) {
   Report r{kind, step, err, pid};
@@ -164,6 +165,8 @@ std::string FailedStep(const Report& failed, const JailSpec& spec,
       return absl::StrCat("exec ", argv[0]);
     case kStepSync:
       return "start the jail";
+    case kStepMemory:
+      return "copy the snapshot's memory image";
     default:
       return failed.step >= 0 && failed.step < static_cast<int32_t>(plan.size())
                  ? plan[failed.step].Describe()
@@ -385,14 +388,30 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
     // Here, after the ids changed: a change of ids clears it.
     if (spec.die_with_parent) prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (spec.no_huge_pages) prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    // Made as the jail's uid, in its cgroups; moved above the descriptors
+    // set below so that none of them replaces it.
+    int memory = -1;
+    if (spec.memory_image_fd >= 0) {
+      int made = CopyToMemfd(spec.memory_image_fd);
+      memory = made >= 0 ? fcntl(made, F_DUPFD_CLOEXEC, 16) : -1;
+      if (memory < 0) {
+        Send(report[1], kFailed, kStepMemory, made < 0 ? -made : errno, 0);
+        _exit(1);
+      }
+    }
     dup2(devnull, 0);
     dup2(log_fd, 1);
     dup2(log_fd, 2);
     if (report[1] != 3) dup2(report[1], 3);
     fcntl(3, F_SETFD, FD_CLOEXEC);
-    if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0) {
+    int first_closed = 4;
+    if (memory >= 0) {
+      dup2(memory, kMemoryImageFd);  // not close-on-exec: QEMU keeps it
+      first_closed = kMemoryImageFd + 1;
+    }
+    if (syscall(SYS_close_range, first_closed, ~0u, 0u) != 0) {
       // No close_range (kernel < 5.9): close what could be open, one by one.
-      for (int fd = 4; fd < 65536; ++fd) close(fd);
+      for (int fd = first_closed; fd < 65536; ++fd) close(fd);
     }
     sigset_t none;
     sigemptyset(&none);

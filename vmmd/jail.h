@@ -72,6 +72,11 @@ struct JailSpec {
   // (PR_SET_THP_DISABLE): a TCG guest's RAM faulted in 2 MiB at a time
   // holds far more than the guest touched.
   bool no_huge_pages = false;
+  // A file open in the caller (a snapshot's memory image): the jail copies
+  // it into a memfd of its own, after joining its cgroups so the copy is
+  // charged to them, and the program finds that at fd kMemoryImageFd
+  // (memory_image.h). -1: none.
+  int memory_image_fd = -1;
 };
 
 // The id pool. Each sandbox owns a block of kJailIdsPerSandbox host ids

@@ -1,5 +1,6 @@
 #include "vmmd/jail.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -146,6 +147,35 @@ TEST_F(JailTest, OwnedDeviceNodeIsTheJailUidsAlone) {
   EXPECT_NE(out.find(absl::StrCat(kJailUid, " 600 1:5\n")), std::string::npos) << out;
   EXPECT_NE(out.find("0 666 1:3\n"), std::string::npos) << out;
   EXPECT_NE(out.find("\n3\n"), std::string::npos) << out;
+}
+
+TEST_F(JailTest, TheMemoryImageArrivesAsAPrivateCopyAtFd4) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  // The image is root's alone, as a snapshot's is: the jail's uid could not
+  // open it, and gets a copy it may write.
+  std::string image = dir_.path() + "/ram";
+  {
+    std::ofstream(image) << "guest memory";
+  }
+  ASSERT_EQ(chmod(image.c_str(), 0600), 0);
+  UniqueFd fd(open(image.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_GE(fd.get(), 0);
+  JailSpec spec = Spec();
+  spec.memory_image_fd = fd.get();
+  std::string out = RunJailed(
+      spec,
+      absl::StrCat("cat /proc/self/fd/4; echo; readlink /proc/self/fd/4; "
+                   "echo changed >> /proc/self/fd/4 && cat /proc/self/fd/4; "
+                   "ls /proc/self/fd | sort -n | tr '\\n' ' '; echo; "
+                   "cat ", image, " 2>/dev/null || echo image-absent"),
+      dir_.path() + "/mem.log");
+  EXPECT_NE(out.find("guest memory\n/memfd:airlock-guest-ram (deleted)\n"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("guest memorychanged\n"), std::string::npos) << out;
+  // 0-2, the copy, and ls's own directory: nothing else of vmmd's.
+  EXPECT_NE(out.find("0 1 2 3 4 \n"), std::string::npos) << out;
+  EXPECT_NE(out.find("image-absent"), std::string::npos) << out;
+  EXPECT_EQ(ReadFileToString(image), "guest memory");
 }
 
 TEST_F(JailTest, AFailingStepIsNamedAndNothingRuns) {

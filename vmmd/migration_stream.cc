@@ -62,7 +62,7 @@ absl::Status Bad(const std::string& what, size_t at) {
 
 }  // namespace
 
-absl::StatusOr<StrippedStream> StripZeroPages(absl::string_view stream) {
+absl::StatusOr<SplitStream> SplitGuestMemory(absl::string_view stream, const PageWriter& write) {
   Reader in(stream);
   if (!in.Have(8) || in.Be32() != kFileMagic) return Bad("not a QEMU migration stream", 0);
   // The configuration section before "ram" is copied as it is; the ram
@@ -72,8 +72,8 @@ absl::StatusOr<StrippedStream> StripZeroPages(absl::string_view stream) {
   if (at == absl::string_view::npos || at < 13 || stream[at - 5] != kSectionStart) {
     return Bad("no ram section", 8);
   }
-  StrippedStream result;
-  std::string& out = result.data;
+  SplitStream result;
+  std::string& out = result.devices;
   out.reserve(stream.size() / 2);
   Append(out, stream.substr(0, at - 5));
   Reader r(stream.substr(at - 5));
@@ -105,6 +105,8 @@ absl::StatusOr<StrippedStream> StripZeroPages(absl::string_view stream) {
   for (const auto& [name, length] : blocks) {
     if (guest_ram.empty() || length > blocks[guest_ram]) guest_ram = name;
   }
+  result.ram_block = guest_ram;
+  result.ram_bytes = blocks[guest_ram];
   std::vector<bool> has_content(blocks[guest_ram] / kPageSize + 1, false);
   if (!r.Have(8) || r.Be64() != kFlagEos) return Bad("no end of the block list", here());
   if (!r.Have(5) || r.U8() != kSectionFooter || r.Be32() != ram_id) return Bad("no footer", here());
@@ -150,16 +152,20 @@ absl::StatusOr<StrippedStream> StripZeroPages(absl::string_view stream) {
       size_t payload = kind == kFlagZero ? 1 : kPageSize;
       if (!r.Have(payload)) return Bad("truncated page", here());
       absl::string_view data = r.Bytes(payload);
-      bool in_ram = src_block == guest_ram;
-      if (kind == kFlagZero && in_ram && data[0] == 0 && !has_content[offset / kPageSize]) {
-        ++result.zero_pages_dropped;
-        continue;
-      }
-      if (kind == kFlagZero) {
-        ++result.zero_pages_kept;
-      } else {
+      if (src_block == guest_ram) {
+        size_t index = offset / kPageSize;
+        if (kind == kFlagZero && data[0] == 0 && !has_content[index]) {
+          ++result.zero_pages_dropped;
+          continue;
+        }
+        std::string filled;
+        if (kind == kFlagZero) filled.assign(kPageSize, data[0]);
+        if (absl::Status s = write(offset, kind == kFlagZero ? filled : data); !s.ok()) return s;
+        // A zero page written over content is zero again, and a later
+        // zero record of it need not be.
+        has_content[index] = !(kind == kFlagZero && data[0] == 0);
         ++result.pages;
-        if (in_ram) has_content[offset / kPageSize] = true;
+        continue;
       }
       // A record that continued a dropped one's block names it again.
       if (src_block == dest_block && (flags & kFlagContinue)) {

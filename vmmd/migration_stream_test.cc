@@ -101,63 +101,97 @@ std::map<std::string, std::map<uint64_t, char>> Replay(const std::string& s) {
   return mem;
 }
 
-TEST(StripZeroPagesTest, DropsOnlyZeroPagesTheRestoreAlreadyHas) {
+// Split runs SplitGuestMemory with a writer that keeps each page's first
+// byte (the tests' pages are one byte repeated).
+absl::StatusOr<SplitStream> Split(const std::string& stream, std::map<uint64_t, char>* image) {
+  return SplitGuestMemory(stream, [image](uint64_t offset, absl::string_view page) {
+    EXPECT_EQ(page.size(), 4096u);
+    EXPECT_EQ(page, std::string(4096, page[0]));
+    (*image)[offset] = page[0];
+    return absl::OkStatus();
+  });
+}
+
+TEST(SplitGuestMemoryTest, TheGuestRamGoesToTheImageAndTheRestStays) {
   Stream st;
   st.Section(0x02);
   st.Page(0, 'a', "microvm.ram");
-  st.Zero(4096);       // RAM, never written: dropped
-  st.Zero(0);          // RAM written above: kept (the guest zeroed it later)
-  st.Zero(0, "rom");   // a ROM's zero page: kept
+  st.Zero(4096);       // RAM, never written: left out
+  st.Zero(0);          // RAM written above: zero again in the image
+  st.Zero(0, "rom");   // a ROM's zero page: stays in the stream
   st.Page(4096, 'r');  // continues rom
-  st.Zero(8192, "microvm.ram");  // dropped, so the next record must name its block
+  st.Zero(8192, "microvm.ram");  // left out, so the next ROM record must name its block
   st.Page(12288, 'b');
+  st.Page(8192, 'q', "rom");
   st.Eos();
   st.Footer();
   st.Section(0x03);
-  st.Zero(16384);  // continues microvm.ram across sections: dropped
+  st.Zero(16384, "microvm.ram");
   st.Page(16384, 'c');
+  st.Page(12288, 'd');  // a later pass gave the page new content
   st.Eos();
   st.Footer();
   std::string devices = "\x04 device state \x1f";
   st.s += devices;
 
-  auto stripped = StripZeroPages(st.s);
-  ASSERT_TRUE(stripped.ok()) << stripped.status();
-  EXPECT_EQ(stripped->zero_pages_dropped, 3u);
-  EXPECT_EQ(stripped->zero_pages_kept, 2u);
-  EXPECT_EQ(stripped->pages, 4u);
-  EXPECT_LT(stripped->data.size(), st.s.size());
-  EXPECT_EQ(stripped->data.substr(stripped->data.size() - devices.size()), devices);
-  // What the restored VM ends up with is the same, page for page, once
-  // the pages nobody wrote are taken as the zero they start as.
+  std::map<uint64_t, char> image;
+  auto split = Split(st.s, &image);
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_EQ(split->ram_block, "microvm.ram");
+  EXPECT_EQ(split->ram_bytes, 1u << 20);
+  EXPECT_EQ(split->pages, 5u);
+  EXPECT_EQ(split->zero_pages_dropped, 3u);
+  EXPECT_EQ(split->devices.substr(split->devices.size() - devices.size()), devices);
+  // Restored from the image plus the remaining stream, the VM ends up with
+  // what the whole stream gave it, page for page, in every block.
   auto before = Replay(st.s);
-  auto after = Replay(stripped->data);
+  auto after = Replay(split->devices);
+  EXPECT_EQ(after.count("microvm.ram"), 0u) << "no guest RAM record is left in the stream";
+  after["microvm.ram"] = image;
   for (auto& [block, pages] : before) {
     for (auto& [offset, fill] : pages) {
       char got = after[block].count(offset) ? after[block][offset] : '\0';
       EXPECT_EQ(got, fill) << block << " @" << offset;
     }
   }
+  EXPECT_EQ(after["rom"].size(), before["rom"].size());
 }
 
-TEST(StripZeroPagesTest, WhatItDoesNotKnowIsRefused) {
-  EXPECT_FALSE(StripZeroPages("not a stream").ok());
+TEST(SplitGuestMemoryTest, AWriterErrorIsReturned) {
+  Stream st;
+  st.Section(0x02);
+  st.Page(0, 'a', "microvm.ram");
+  st.Eos();
+  st.Footer();
+  auto r = SplitGuestMemory(st.s, [](uint64_t, absl::string_view) {
+    return absl::ResourceExhaustedError("disk full");
+  });
+  EXPECT_EQ(r.status(), absl::ResourceExhaustedError("disk full"));
+}
+
+TEST(SplitGuestMemoryTest, WhatItDoesNotKnowIsRefused) {
+  std::map<uint64_t, char> image;
+  EXPECT_FALSE(Split("not a stream", &image).ok());
   Stream st;
   st.Section(0x02);
   st.Header(0x40, "microvm.ram");  // XBZRLE
   st.s += "xx";
-  auto r = StripZeroPages(st.s);
+  auto r = Split(st.s, &image);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("flags 0x40"), std::string::npos) << r.status();
   Stream cut;
   cut.Section(0x02);
   cut.Page(0, 'a', "microvm.ram");
   cut.s.resize(cut.s.size() - 100);
-  EXPECT_FALSE(StripZeroPages(cut.s).ok());
+  EXPECT_FALSE(Split(cut.s, &image).ok());
   Stream other;
   other.s.push_back('\x02');
   Be32(other.s, 9);  // another iterable section between ram's
-  EXPECT_FALSE(StripZeroPages(other.s).ok());
+  EXPECT_FALSE(Split(other.s, &image).ok());
+  Stream beyond;
+  beyond.Section(0x02);
+  beyond.Page(1 << 20, 'a', "microvm.ram");  // past the block's end
+  EXPECT_FALSE(Split(beyond.s, &image).ok());
 }
 
 }  // namespace

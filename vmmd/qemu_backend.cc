@@ -26,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "common/fd_io.h"
 #include "common/subprocess.h"
+#include "vmmd/memory_image.h"
 
 namespace airlock::vmmd {
 namespace {
@@ -258,6 +259,17 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
   if (!c.incoming_socket.empty()) {
     args.insert(args.end(), {"-incoming", absl::StrCat("unix:", c.incoming_socket)});
   }
+  if (!c.memory_image.empty()) {
+    // The backend takes the name of the RAM QEMU makes for `-m`, which is
+    // the block the snapshot's stream was saved with. Shared: the pages
+    // the guest frees are punched out of the sandbox's own memfd.
+    args.insert(args.end(), {"-object", absl::StrCat("memory-backend-file,id=microvm.ram,size=",
+                                                     c.memory_mib, "M,mem-path=",
+                                                     kMemoryImagePath, ",share=on")});
+    for (auto& a : args) {
+      if (a == "microvm") a = "microvm,memory-backend=microvm.ram";
+    }
+  }
   if (!c.docker_disk.empty()) {
     args.insert(args.end(),
                 {"-drive",
@@ -287,10 +299,29 @@ std::string QemuBackend::Marker(const VmConfig& c) const {
 }
 
 absl::StatusOr<pid_t> QemuBackend::Launch(const VmConfig& c) {
-  if (c.jail_uid == 0) return SpawnDetached(Args(c), c.vmm_log);
+  UniqueFd image;
+  if (!c.memory_image.empty()) {
+    image = UniqueFd(open(c.memory_image.c_str(), O_RDONLY | O_CLOEXEC));
+    if (image.get() < 0) {
+      return absl::InternalError(
+          absl::StrCat("cannot open the memory image ", c.memory_image, ": ", strerror(errno)));
+    }
+  }
+  if (c.jail_uid == 0) {
+    if (image.get() < 0) return SpawnDetached(Args(c), c.vmm_log);
+    // Not jailed, so no cgroup to charge: vmmd makes the copy itself.
+    int copy = CopyToMemfd(image.get());
+    if (copy < 0) {
+      return absl::InternalError(absl::StrCat("cannot copy the memory image ", c.memory_image,
+                                              ": ", strerror(-copy)));
+    }
+    UniqueFd owned(copy);
+    return SpawnDetached(Args(c), c.vmm_log, owned.get(), kMemoryImageFd);
+  }
   auto spec = QemuJail(c);
   if (!spec.ok()) return spec.status();
   spec->die_with_parent = c.die_with_vmmd;
+  spec->memory_image_fd = image.get();
   VmConfig inside = c;
   inside.kernel = kJailKernel;
   inside.initrd = kJailInitrd;
@@ -329,6 +360,7 @@ std::string QemuBackend::Describe(const VmConfig& config) const {
   c.egress_socket = "EGRESS";
   c.qmp_socket.clear();
   c.incoming_socket.clear();
+  c.memory_image.clear();
   c.kernel = "KERNEL";
   c.initrd = "INITRD";
   std::vector<std::string> args = Args(c);

@@ -68,6 +68,24 @@ TEST(QemuBackendTest, SharesAddSharedMemoryAndVhostUserFs) {
   EXPECT_EQ(After(QemuBackend().Args(Config()), "-M"), "microvm");
 }
 
+TEST(QemuBackendTest, ARestoreMapsItsMemoryImageAsTheMachinesRam) {
+  VmConfig c = Config();
+  c.incoming_socket = "/run/airlock/vms/box1/incoming.sock";
+  c.memory_image = "/var/lib/airlock/snapshots/k/ram";
+  auto args = QemuBackend().Args(c);
+  // The RAM block keeps the name `-m` gives it, the one the snapshot's
+  // stream names; the image reaches QEMU as fd 4, never by its path.
+  EXPECT_EQ(After(args, "-M"), "microvm,memory-backend=microvm.ram");
+  EXPECT_EQ(After(args, "-object"),
+            "memory-backend-file,id=microvm.ram,size=1024M,mem-path=/proc/self/fd/4,share=on");
+  EXPECT_EQ(After(args, "-incoming"), "unix:/run/airlock/vms/box1/incoming.sock");
+  for (const auto& a : args) EXPECT_EQ(a.find("snapshots/k/ram"), std::string::npos) << a;
+  // The snapshot's key does not depend on how a VM restores it.
+  QemuBackend q;
+  ASSERT_FALSE(q.Describe(c).empty()) << "needs qemu-system-x86_64 on PATH";
+  EXPECT_EQ(q.Describe(c), q.Describe(Config()));
+}
+
 TEST(QemuBackendTest, KvmUsesHostCpuAndNoTscHint) {
   VmConfig c = Config();
   c.accelerator = "kvm";

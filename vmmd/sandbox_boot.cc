@@ -93,7 +93,7 @@ absl::Status SandboxManager::PrepareDisk(const std::string& name) {
     }
   }
   absl::StatusOr<std::string> base = BootDiskFor(name, image);
-  absl::Status s = base.ok() ? CreateOverlay(*base, dir + "/disk.qcow2") : base.status();
+  absl::Status s = base.status();
   if (s.ok()) {
     vmm::SandboxSpec spec;
     {
@@ -101,7 +101,8 @@ absl::Status SandboxManager::PrepareDisk(const std::string& name) {
       spec = records_[name].sb.spec();
     }
     if (HasDocker(spec)) s = MakeDockerDisk(dir + "/docker.img", spec.docker_disk_mib());
-    if (s.ok()) GiveSnapshotDisk(name, *base);
+    // The snapshot's disk when there is one; else a plain overlay.
+    if (s.ok() && !GiveSnapshotDisk(name, *base)) s = CreateOverlay(*base, dir + "/disk.qcow2");
   }
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot prepare the disk: ", s.message()));
@@ -188,9 +189,13 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     // A new sandbox whose disk is its snapshot's copy restores the
     // snapshot's memory instead of booting.
     std::string restore_key = TakeRestoreMarker(sb);
-    if (!restore_key.empty()) {
+    auto snapshot = restore_key.empty() ? std::nullopt : snapshots_.Find(restore_key);
+    if (snapshot) {
       config.hostname = kSnapshotHostname;
       config.incoming_socket = config.socket_dir + "/incoming.sock";
+      config.memory_image = snapshot->ram;
+    } else {
+      restore_key.clear();
     }
     // The previous boot's console is kept beside the new one.
     rename(config.console_log.c_str(), (config.console_log + ".1").c_str());
@@ -215,6 +220,16 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       if (!fsd.ok()) return fsd.status();
     }
     auto launched = hypervisor_->Launch(config);
+    if (!launched.ok() && !restore_key.empty()) {
+      // The snapshot went, or its memory cannot be copied: the disk boots.
+      AIRLOCK_LOG_WARN("cannot start the restore; booting instead",
+                       {{"sandbox", name}, {"error", std::string(launched.status().message())}});
+      restore_key.clear();
+      config.hostname.clear();
+      config.incoming_socket.clear();
+      config.memory_image.clear();
+      launched = hypervisor_->Launch(config);
+    }
     if (!launched.ok()) return launched.status();
     pid = *launched;
     // A restore that did not take: the VM goes and the sandbox boots its
@@ -223,6 +238,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       KillVm(sb);
       config.hostname.clear();
       config.incoming_socket.clear();
+      config.memory_image.clear();
       auto relaunched = hypervisor_->Launch(config);
       if (!relaunched.ok()) return relaunched.status();
       pid = *relaunched;

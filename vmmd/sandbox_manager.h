@@ -250,9 +250,10 @@ class SandboxManager {
   // (shares, Docker, snapshots off, a hypervisor without them).
   std::string SnapshotKeyFor(const airlock::vmm::v1::Sandbox& sb, const std::string& base_disk,
                              const std::string& accelerator);
-  // GiveSnapshotDisk replaces a new sandbox's disk by a copy of its
-  // snapshot's, and marks it to be restored at its first boot.
-  void GiveSnapshotDisk(const std::string& name, const std::string& base_disk);
+  // GiveSnapshotDisk makes a new sandbox's disk a copy of its snapshot's,
+  // marked to be restored at its first boot. False when there is no
+  // snapshot or the copy failed: the caller makes a plain overlay.
+  bool GiveSnapshotDisk(const std::string& name, const std::string& base_disk);
   // TakeRestoreMarker removes the mark and returns the snapshot's key when
   // it is still the one for `sb` (else "": boot).
   std::string TakeRestoreMarker(const airlock::vmm::v1::Sandbox& sb);

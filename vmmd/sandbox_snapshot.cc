@@ -65,6 +65,47 @@ absl::Status ScrubSnapshotGuest(const std::string& agent_socket) {
   return absl::OkStatus();
 }
 
+// SplitSnapshotMemory takes the guest's RAM out of the saved stream
+// (`bytes` long, at snapshot.memory) into the sparse image snapshot.ram,
+// synced, and leaves the rest of the stream at snapshot.memory.
+absl::Status SplitSnapshotMemory(const Snapshot& snapshot, uint64_t bytes) {
+  UniqueFd in(open(snapshot.memory.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.get() < 0 || bytes == 0) {
+    return absl::InternalError(absl::StrCat("cannot read the saved stream: ", strerror(errno)));
+  }
+  void* map = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, in.get(), 0);
+  if (map == MAP_FAILED) {
+    return absl::InternalError(absl::StrCat("cannot map the saved stream: ", strerror(errno)));
+  }
+  UniqueFd ram(open(snapshot.ram.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  absl::StatusOr<SplitStream> split = absl::InternalError(
+      absl::StrCat("cannot make ", snapshot.ram, ": ", strerror(errno)));
+  if (ram.get() >= 0) {
+    split = SplitGuestMemory(
+        absl::string_view(static_cast<const char*>(map), bytes),
+        [&](uint64_t offset, absl::string_view page) -> absl::Status {
+          if (pwrite(ram.get(), page.data(), page.size(), static_cast<off_t>(offset)) !=
+              static_cast<ssize_t>(page.size())) {
+            return absl::InternalError(
+                absl::StrCat("cannot write ", snapshot.ram, ": ", strerror(errno)));
+          }
+          return absl::OkStatus();
+        });
+  }
+  munmap(map, bytes);
+  if (!split.ok()) return split.status();
+  if (ftruncate(ram.get(), static_cast<off_t>(split->ram_bytes)) != 0 || fsync(ram.get()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot sync ", snapshot.ram, ": ", strerror(errno)));
+  }
+  if (absl::Status s = ReplaceFile(snapshot.memory, split->devices, 0600); !s.ok()) return s;
+  AIRLOCK_LOG_INFO("snapshot memory", {{"pages", std::to_string(split->pages)},
+                                       {"zero_pages_left_out",
+                                        std::to_string(split->zero_pages_dropped)},
+                                       {"device_state_bytes",
+                                        std::to_string(split->devices.size())}});
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string SandboxManager::SnapshotKeyFor(const vmm::Sandbox& sb, const std::string& base_disk,
@@ -82,16 +123,16 @@ std::string SandboxManager::SnapshotKeyFor(const vmm::Sandbox& sb, const std::st
   return SnapshotKey({base_disk, images->kernel, images->initrd, vm});
 }
 
-void SandboxManager::GiveSnapshotDisk(const std::string& name, const std::string& base_disk) {
+bool SandboxManager::GiveSnapshotDisk(const std::string& name, const std::string& base_disk) {
   vmm::Sandbox sb;
   {
     std::lock_guard<std::mutex> lock(mu_);
     sb = records_[name].sb;
   }
   std::string key = SnapshotKeyFor(sb, base_disk, Accelerator());
-  if (key.empty()) return;
+  if (key.empty()) return false;
   auto snapshot = snapshots_.Find(key);
-  if (!snapshot) return;
+  if (!snapshot) return false;
   std::string dir = SandboxDir(name);
   std::string tmp = dir + "/disk.qcow2.tmp";
   CommandResult r = RunCommand({"cp", "--reflink=auto", "--", snapshot->disk, tmp}, {}, "", 60);
@@ -100,18 +141,20 @@ void SandboxManager::GiveSnapshotDisk(const std::string& name, const std::string
     UniqueFd copy(open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
     synced = copy.get() >= 0 && fsync(copy.get()) == 0;
   }
-  // The copy replaces the plain overlay only when complete, and is marked
-  // after: a crash leaves the overlay, or an unmarked copy (which boots).
+  // The copy becomes the disk only when complete, and is marked after: a
+  // crash leaves no disk (the sandbox is still being created), or an
+  // unmarked copy (which boots).
   if (!synced || rename(tmp.c_str(), (dir + "/disk.qcow2").c_str()) != 0) {
     unlink(tmp.c_str());
     AIRLOCK_LOG_WARN("cannot copy the snapshot's disk; the sandbox boots",
                      {{"sandbox", name}, {"error", r.err}});
-    return;
+    return false;
   }
   if (absl::Status s = ReplaceFile(dir + kRestoreMarker, key, 0600); !s.ok()) {
     AIRLOCK_LOG_WARN("cannot mark the sandbox for restore; it boots",
                      {{"sandbox", name}, {"error", std::string(s.message())}});
   }
+  return true;
 }
 
 std::string SandboxManager::TakeRestoreMarker(const vmm::Sandbox& sb) {
@@ -312,31 +355,10 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
   auto bytes = ReceiveStream(listen_fd.get(), snapshot->memory, steady_clock::now() + seconds(120),
                              [this] { return stopping_.load(); });
   if (!bytes.ok()) return fail(bytes.status());
-  // Restoring a zero page costs a page fault: the guest's untouched
-  // memory is left out (migration_stream.h). A stream it cannot read is
-  // kept whole.
-  absl::StatusOr<StrippedStream> stripped = absl::InternalError("cannot map the saved stream");
-  {
-    UniqueFd fd(open(snapshot->memory.c_str(), O_RDONLY | O_CLOEXEC));
-    void* map = fd.get() >= 0 && *bytes > 0
-                    ? mmap(nullptr, *bytes, PROT_READ, MAP_PRIVATE, fd.get(), 0)
-                    : MAP_FAILED;
-    if (map != MAP_FAILED) {
-      stripped = StripZeroPages(absl::string_view(static_cast<const char*>(map), *bytes));
-      munmap(map, *bytes);
-    }
-  }
-  if (stripped.ok()) {
-    if (absl::Status s = ReplaceFile(snapshot->memory, stripped->data, 0600); !s.ok()) {
-      return fail(s);
-    }
-    AIRLOCK_LOG_INFO("snapshot memory", {{"pages", std::to_string(stripped->pages)},
-                                         {"zero_pages_left_out",
-                                          std::to_string(stripped->zero_pages_dropped)}});
-  } else {
-    AIRLOCK_LOG_WARN("snapshot kept with its zero pages",
-                     {{"reason", std::string(stripped.status().message())}});
-  }
+  // The guest's RAM leaves the stream for a sparse image of its own, which
+  // a restore copies in the kernel (memory_image.h). A stream this cannot
+  // read makes no snapshot.
+  if (absl::Status s = SplitSnapshotMemory(*snapshot, *bytes); !s.ok()) return fail(s);
   std::string status;
   for (int i = 0; i < 200 && status != "completed" && !stopping_; ++i) {
     auto info = qmp->Execute("query-migrate");
@@ -351,7 +373,7 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
   if (status != "completed") return fail(absl::DeadlineExceededError("the migration did not finish"));
   // The VM's jail ids go back to the pool and may become a sandbox's: the
   // snapshot's files are vmmd's alone before they do.
-  for (const std::string& f : {snapshot->disk, snapshot->memory}) {
+  for (const std::string& f : {snapshot->disk, snapshot->memory, snapshot->ram}) {
     if ((geteuid() == 0 && chown(f.c_str(), 0, 0) != 0) || chmod(f.c_str(), 0600) != 0) {
       return fail(absl::InternalError(
           absl::StrCat("cannot make ", f, " vmmd's alone: ", strerror(errno))));

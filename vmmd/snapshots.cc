@@ -66,7 +66,7 @@ std::string FileIdentity(const std::string& path) {
 
 std::string SnapshotKey(const SnapshotInputs& in) {
   std::string text = absl::StrCat(
-      "airlock-snapshot-v1\n", "base ", in.base_disk, " ", FileIdentity(in.base_disk), "\n",
+      "airlock-snapshot-v2\n", "base ", in.base_disk, " ", FileIdentity(in.base_disk), "\n",
       "kernel ", in.kernel, " ", FileIdentity(in.kernel), "\n", "initrd ", in.initrd, " ",
       FileIdentity(in.initrd), "\n", "vm ", in.vm, "\n");
   std::string digest = oci::Sha256Digest(text);
@@ -92,19 +92,20 @@ VmConfig SnapshotVm(const VmConfig& config, const std::string& dir,
 }
 
 std::optional<Snapshot> SnapshotStore::Find(const std::string& key) const {
-  Snapshot s{absl::StrCat(dir_, "/", key), "", ""};
+  Snapshot s{absl::StrCat(dir_, "/", key), "", "", ""};
   s.disk = s.dir + "/disk.qcow2";
   s.memory = s.dir + "/memory";
+  s.ram = s.dir + "/ram";
   struct stat st {};
-  if (key.empty() || stat(s.disk.c_str(), &st) != 0 || stat(s.memory.c_str(), &st) != 0 ||
-      st.st_size == 0) {
+  if (key.empty() || stat(s.disk.c_str(), &st) != 0 || stat(s.ram.c_str(), &st) != 0 ||
+      st.st_size == 0 || stat(s.memory.c_str(), &st) != 0 || st.st_size == 0) {
     return std::nullopt;
   }
   return s;
 }
 
 absl::StatusOr<Snapshot> SnapshotStore::Begin(const std::string& key) {
-  Snapshot s{absl::StrCat(dir_, "/", key, kPartial), "", ""};
+  Snapshot s{absl::StrCat(dir_, "/", key, kPartial), "", "", ""};
   RemoveTree(s.dir);
   std::error_code ec;
   std::filesystem::create_directories(s.dir, ec);
@@ -114,13 +115,14 @@ absl::StatusOr<Snapshot> SnapshotStore::Begin(const std::string& key) {
   chmod(dir_.c_str(), 0700);
   s.disk = s.dir + "/disk.qcow2";
   s.memory = s.dir + "/memory";
+  s.ram = s.dir + "/ram";
   return s;
 }
 
 absl::Status SnapshotStore::Commit(const std::string& key, size_t keep) {
   std::string partial = absl::StrCat(dir_, "/", key, kPartial);
   std::string final_dir = absl::StrCat(dir_, "/", key);
-  for (const char* f : {"/disk.qcow2", "/memory"}) {
+  for (const char* f : {"/disk.qcow2", "/memory", "/ram"}) {
     UniqueFd fd(open((partial + f).c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0 || fsync(fd.get()) != 0) {
       return absl::InternalError(absl::StrCat("cannot sync ", partial, f, ": ", strerror(errno)));

@@ -2,9 +2,10 @@
 // sandbox of an image booted before starts by restoring one instead of
 // booting its kernel.
 //
-// A snapshot is the memory of a guest whose agent has just come up
-// (QEMU's migration stream, saved to a file) and that guest's root disk
-// overlay at the same moment. It is made from a VM vmmd boots for the
+// A snapshot is the memory of a guest whose agent has just come up and
+// that guest's root disk overlay at the same moment. The memory is two
+// files: the guest's RAM as a sparse image, and QEMU's migration stream
+// without it (device state; migration_stream.h). It is made from a VM vmmd boots for the
 // purpose: no sandbox's name, secrets, workspace or rules were ever in it.
 // A sandbox restored from it gets a copy of the disk and, once its agent
 // answers, its own identity (hostname, machine id, entropy, clock: the
@@ -64,7 +65,8 @@ std::string SnapshotKey(const SnapshotInputs& inputs);
 struct Snapshot {
   std::string dir;
   std::string disk;    // qcow2 overlay of the image's base disk
-  std::string memory;  // QEMU's migration stream
+  std::string memory;  // QEMU's migration stream, without the guest's RAM
+  std::string ram;     // the guest's RAM, a sparse image (memory_image.h)
 };
 
 // SnapshotStore keeps snapshots under one directory: KEY/ for finished

@@ -76,17 +76,22 @@ TEST(SnapshotStoreTest, APartialSnapshotIsNeverFoundAndCommitKeepsTheNewest) {
   ASSERT_TRUE(s.ok()) << s.status();
   Write(s->disk, "disk");
   Write(s->memory, "memory");
+  EXPECT_FALSE(store.Commit("k1", 2).ok()) << "no RAM image";
+  EXPECT_FALSE(store.Find("k1"));
+  Write(s->ram, "ram");
   EXPECT_FALSE(store.Find("k1"));  // still partial
   ASSERT_TRUE(store.Commit("k1", 2).ok());
   auto found = store.Find("k1");
   ASSERT_TRUE(found);
   EXPECT_EQ(ReadFileToString(found->memory), "memory");
+  EXPECT_EQ(ReadFileToString(found->ram), "ram");
   for (const char* k : {"k2", "k3"}) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     auto b = store.Begin(k);
     ASSERT_TRUE(b.ok());
     Write(b->disk, "d");
     Write(b->memory, "m");
+    Write(b->ram, "r");
     ASSERT_TRUE(store.Commit(k, 2).ok());
   }
   EXPECT_FALSE(store.Find("k1"));
@@ -96,6 +101,7 @@ TEST(SnapshotStoreTest, APartialSnapshotIsNeverFoundAndCommitKeepsTheNewest) {
   ASSERT_TRUE(b.ok());
   Write(b->disk, "d");
   Write(b->memory, "");
+  Write(b->ram, "r");
   EXPECT_FALSE(store.Commit("k4", 8).ok() && store.Find("k4"));
   // What a crash left half made goes at the next start.
   ASSERT_TRUE(store.Begin("k5").ok());
