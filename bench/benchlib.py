@@ -1,6 +1,7 @@
 """What the sandbox benchmarks share: running a command or the CLI and
 stopping at the first failure, timing, min/median/max, and a bench CA with
 a server certificate. The scripts in bench/ import it from beside them."""
+import os
 import statistics
 import subprocess
 import sys
@@ -25,6 +26,29 @@ def timed(fn):
     t = time.monotonic()
     fn()
     return time.monotonic() - t
+
+
+def host_memory_mib(pid):
+    """The host memory a VM's process holds, in MiB: its resident pages
+    (VmRSS) other than the shared memory it maps, plus each memfd it holds
+    in full. A restored sandbox's guest RAM (and a direct-mode one's) is a
+    memfd, and the pages of it the VM has not touched since are memory
+    all the same, which VmRSS leaves out."""
+    status = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if value.strip().endswith("kB"):
+                status[key] = int(value.split()[0])
+    total = (status.get("VmRSS", 0) - status.get("RssShmem", 0)) * 1024
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            if os.readlink(f"{fd_dir}/{fd}").startswith("/memfd:"):
+                total += os.stat(f"{fd_dir}/{fd}").st_blocks * 512
+        except OSError:
+            pass
+    return total / (1 << 20)
 
 
 def mmm(values, unit="s", fmt="%.2f"):

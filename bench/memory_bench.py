@@ -5,7 +5,9 @@ figures, asserts nothing.
 Each repeat creates two sandboxes of the same size. In the second one the
 guest's balloon device is unbound from its driver first (as root),
 so it is the same VM, kernel and workload without free page reporting: the
-reference. For each it prints the QEMU process's RSS
+reference. For each it prints the QEMU process's host memory (benchlib's
+host_memory_mib: resident pages, plus the whole memfd a restored guest's
+RAM is in)
 
   idle       15 s after the sandbox is running;
   burst      right after the guest wrote and deleted 384 MiB in /dev/shm;
@@ -27,7 +29,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import cli, mmm  # noqa: E402
+from benchlib import cli, host_memory_mib, mmm  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--repeats", type=int, default=3)
@@ -50,13 +52,6 @@ def sandbox(name):
     return None
 
 
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0
-
 
 def measure(name, reporting):
     airlock("create", "--name", name, "-m", args.memory, "shell")
@@ -74,13 +69,13 @@ def measure(name, reporting):
                 "d=/sys/bus/virtio/drivers/virtio_balloon; "
                 "for v in $d/virtio*; do basename $v > $d/unbind; done")
     time.sleep(15)
-    idle = rss_mib(pid)
+    idle = host_memory_mib(pid)
     airlock("exec", name, "--", "sh", "-c",
             f"dd if=/dev/zero of=/dev/shm/burst bs=1M count={args.burst_mib} 2>/dev/null && "
             "rm /dev/shm/burst")
-    burst = rss_mib(pid)
+    burst = host_memory_mib(pid)
     time.sleep(15)
-    after = rss_mib(pid)
+    after = host_memory_mib(pid)
     airlock("rm", "-f", name)
     return idle, burst, after
 

@@ -14,7 +14,8 @@
   warm exec    `airlock exec NAME -- true` round trips, beside the CLI's own
                start (`airlock --version`) and the guest's fork+exec floor
                (a loop of /bin/true inside the guest);
-  idle memory  host RSS of an idle restored sandbox and of a booted one.
+  idle memory  host memory of an idle restored sandbox and of a booted one
+               (resident pages, plus the whole memfd its guest RAM is in).
 
 Runs against its own runtime and state dirs, so it never touches your
 sandboxes. usage: bench/sandbox_bench.py [--runs N] [--execs N] [--airlock PATH]
@@ -30,7 +31,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import mmm, run, timed  # noqa: E402
+from benchlib import host_memory_mib, mmm, run, timed  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--runs", type=int, default=5)
@@ -61,12 +62,6 @@ def sandbox(name):
     return {}
 
 
-def rss_mib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0
-
 
 def wait_for_snapshot():
     snapdir = f"{tmp}/state/snapshots"
@@ -88,7 +83,7 @@ try:
     wait_for_snapshot()
     # Idle memory of the booted sandbox before anything else runs in it.
     time.sleep(max(0.0, 15 - (time.monotonic() - first_start)))
-    booted_rss = rss_mib(sandbox("booted")["pid"])
+    booted_rss = host_memory_mib(sandbox("booted")["pid"])
 
     workspace = f"{tmp}/workspace"
     os.makedirs(workspace)
@@ -162,7 +157,7 @@ try:
 
     airlock("run", "--name", "restored", "-m", args.memory, "shell", "--", "true")
     time.sleep(15)
-    restored_rss = rss_mib(sandbox("restored")["pid"])
+    restored_rss = host_memory_mib(sandbox("restored")["pid"])
     restored_from = sandbox("restored").get("started_from", "?")
 
     accel = sandbox("booted")["accelerator"]
@@ -180,7 +175,7 @@ try:
     budget = statistics.median(cli_start) + 1.3 * fork_exec_s
     print(f"  goal (CLI + 1.3x floor):   {budget * 1000:.1f} ms; warm median is "
           f"{statistics.median(warm) / budget:.2f}x of it")
-    print(f"idle host RSS 15 s after start: restored ({restored_from}) {restored_rss:.0f} MiB, "
+    print(f"idle host memory 15 s after start: restored ({restored_from}) {restored_rss:.0f} MiB, "
           f"booted {booted_rss:.0f} MiB ({restored_rss / booted_rss:.2f}x)")
 finally:
     subprocess.run([args.airlock, "rm", "-f", "--all"], env=env, capture_output=True)

@@ -250,19 +250,26 @@ absl::Status Daemons::Stop(int grace_s, bool progress) {
   return absl::OkStatus();
 }
 
-absl::Status Daemons::EnsureRunning(const std::string& name) {
+absl::Status Daemons::EnsureRunning(const std::string& name,
+                                    std::shared_ptr<grpc::Channel>* channel) {
   auto peer = PeerOf(name);
   if (!peer.ok()) return peer.status();
   // One health check on the daemon asked for is the common, fast path.
-  absl::Status health = CheckHealth(*peer->Dial(), std::chrono::seconds(IsRemote(name) ? 5 : 2));
-  if (health.ok()) return absl::OkStatus();
+  std::shared_ptr<grpc::Channel> dialed = peer->Dial();
+  absl::Status health = CheckHealth(*dialed, std::chrono::seconds(IsRemote(name) ? 5 : 2));
+  if (health.ok()) {
+    if (channel != nullptr) *channel = std::move(dialed);
+    return absl::OkStatus();
+  }
   if (IsRemote(name)) {
     return absl::UnavailableError(absl::StrCat(
         name, " at ", peer->address(), " (AIRLOCK_", absl::AsciiStrToUpper(name),
         ") does not answer: ", health.message(),
         "; it runs on another host: start it there, or check the TLS files"));
   }
-  return Start(isatty(STDERR_FILENO));
+  absl::Status started = Start(isatty(STDERR_FILENO));
+  if (started.ok() && channel != nullptr) *channel = Dial(name);
+  return started;
 }
 
 std::shared_ptr<grpc::Channel> ChannelTo(const std::string& name, int* exit_code) {

@@ -71,8 +71,10 @@ class Daemons {
 
   // EnsureRunning makes sure daemon `name` answers, starting every local
   // daemon that is not running when it does not. A remote daemon that does
-  // not answer is an error saying so.
-  absl::Status EnsureRunning(const std::string& name);
+  // not answer is an error saying so. `channel`, when given, gets a
+  // channel to it (the one that answered, so the caller dials no other).
+  absl::Status EnsureRunning(const std::string& name,
+                             std::shared_ptr<grpc::Channel>* channel = nullptr);
 
   // SocketOf is the Unix socket of daemon `name`.
   std::string SocketOf(const std::string& name) const;

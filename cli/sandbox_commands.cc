@@ -31,21 +31,29 @@ namespace vmm = airlock::vmm::v1;
 
 namespace {
 
-// Stub connects to vmmd, starting the daemons first when they are not
-// running. Null (after printing why) when that fails.
-std::unique_ptr<vmm::Vmm::Stub> Connect() {
+// EnsureProxyd makes sure proxyd runs: a boot attaches the sandbox's
+// egress to it (a remote vmmd has its own proxyd). False after printing why.
+bool EnsureProxyd() {
   Daemons d;
-  // A boot attaches the sandbox's egress to proxyd, so both must run (a
-  // remote vmmd has its own proxyd).
   absl::Status s = d.PeerOf("vmmd").ok() && d.PeerOf("vmmd")->is_tcp()
                        ? absl::OkStatus()
                        : d.EnsureRunning("proxyd");
-  if (s.ok()) s = d.EnsureRunning("vmmd");
-  if (!s.ok()) {
+  if (!s.ok()) std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
+  return s.ok();
+}
+
+// Stub connects to vmmd, starting the daemons first when they are not
+// running; with `may_boot`, proxyd too (else EnsureStarted sees to it when
+// a boot comes). Null (after printing why) when that fails.
+std::unique_ptr<vmm::Vmm::Stub> Connect(bool may_boot = true) {
+  if (may_boot && !EnsureProxyd()) return nullptr;
+  Daemons d;
+  std::shared_ptr<grpc::Channel> channel;
+  if (absl::Status s = d.EnsureRunning("vmmd", &channel); !s.ok()) {
     std::cerr << "airlock: cannot start the daemons: " << s.message() << "\n";
     return nullptr;
   }
-  return vmm::Vmm::NewStub(d.Dial("vmmd"));
+  return vmm::Vmm::NewStub(channel);
 }
 
 void PrintError(const grpc::Status& s) { std::cerr << "airlock: " << s.error_message() << "\n"; }
@@ -111,6 +119,10 @@ bool EnsureStarted(vmm::Vmm::Stub& stub, const std::string& name, int* code) {
     return false;
   }
   if (sb.state() == vmm::RUNNING) return true;
+  if (!EnsureProxyd()) {
+    *code = kExitCannotRun;
+    return false;
+  }
   if (sb.state() == vmm::STOPPED || sb.state() == vmm::FAILED) {
     grpc::ClientContext sctx;
     vmm::StartRequest start;
@@ -735,7 +747,8 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
         return void(*exit_code = 2);
       }
     }
-    auto stub = Connect();
+    // A running sandbox's exec needs vmmd alone.
+    auto stub = Connect(/*may_boot=*/false);
     if (!stub) return void(*exit_code = kExitCannotRun);
     if (!EnsureStarted(*stub, eo->sandbox, exit_code)) return;
     ExecOptions o = *eo;

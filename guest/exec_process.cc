@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -133,8 +134,8 @@ std::unique_ptr<ExecProcess> ExecProcess::Start(const ExecSpec& spec, ExecOutcom
     return nullptr;
   }
 
-  // Everything the child needs is prepared before fork: after fork in a
-  // multithreaded process only async-signal-safe calls are allowed.
+  // Everything the child needs is prepared before Spawn: the child shares
+  // the agent's memory and may only make system calls (reaper.h).
   std::vector<char*> argv, envp;
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -149,10 +150,11 @@ std::unique_ptr<ExecProcess> ExecProcess::Start(const ExecSpec& spec, ExecOutcom
       (void)unused;
       _exit(stage == 2 && f.err == ENOENT ? 127 : 126);
     };
+    // Handlers first, while every signal is still blocked (Spawn).
+    for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
     setsid();
     if (spec.tty) {
       int slave = open(slave_name.c_str(), O_RDWR);
@@ -174,17 +176,20 @@ std::unique_ptr<ExecProcess> ExecProcess::Start(const ExecSpec& spec, ExecOutcom
     }
     // Already the right identity (e.g. root running as root): nothing to
     // drop, and setgroups may be refused inside a user namespace.
+    // Raw system calls: glibc's setuid and setgroups synchronize the ids of
+    // every thread of the process they believe they run in, which here is
+    // the agent (this process shares its memory).
     bool same = getuid() == u.uid && geteuid() == u.uid && getgid() == u.gid;
-    if (!same && (setgroups(u.groups.size(), u.groups.data()) != 0 || setgid(u.gid) != 0 ||
-                  setuid(u.uid) != 0)) {
+    if (!same && (syscall(SYS_setgroups, u.groups.size(), u.groups.data()) != 0 ||
+                  syscall(SYS_setresgid, u.gid, u.gid, u.gid) != 0 ||
+                  syscall(SYS_setresuid, u.uid, u.uid, u.uid) != 0)) {
       fail(0);
     }
     if (chdir(workdir.c_str()) != 0) fail(1);
-    environ = envp.data();
-    execvp(argv[0], argv.data());
+    execvpe(argv[0], argv.data(), envp.data());
     fail(2);
   };
-  p->pid_ = ChildReaper::Global().Fork(child, p->exit_notify_[1]);
+  p->pid_ = ChildReaper::Global().Spawn(child, p->exit_notify_[1]);
   close(report[1]);
   if (spec.tty) {
     p->stdout_fd_ = master;

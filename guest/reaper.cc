@@ -1,7 +1,10 @@
 #include "guest/reaper.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,17 +22,42 @@ ChildReaper& ChildReaper::Global() {
   return *reaper;
 }
 
-pid_t ChildReaper::Fork(const std::function<void()>& child, int notify_fd) {
-  // Holding the lock across fork means the reaper cannot record this pid's
-  // exit before the entry below exists.
-  std::lock_guard<std::mutex> lock(mu_);
-  pid_t pid = fork();
-  if (pid == 0) {
-    child();
-    _exit(127);
+namespace {
+
+int RunChild(void* arg) {
+  (*static_cast<const std::function<void()>*>(arg))();
+  _exit(127);
+}
+
+}  // namespace
+
+pid_t ChildReaper::Spawn(const std::function<void()>& child, int notify_fd) {
+  constexpr size_t kStack = 256 << 10;
+  void* stack = mmap(nullptr, kStack, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return -1;
+  // Blocked until the child has set its handlers back to the defaults: a
+  // signal before that would run one of the agent's handlers on the
+  // agent's memory in the child.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t pid;
+  int clone_errno;
+  {
+    // Holding the lock across the clone means the reaper cannot record
+    // this pid's exit before the entry below exists.
+    std::lock_guard<std::mutex> lock(mu_);
+    pid = clone(RunChild, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                const_cast<std::function<void()>*>(&child));
+    clone_errno = errno;
+    if (pid > 0) children_[pid].notify_fd = notify_fd;
+    cv_.notify_all();
   }
-  if (pid > 0) children_[pid].notify_fd = notify_fd;
-  cv_.notify_all();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  // The child has exec'd or exited: its stack is free.
+  munmap(stack, kStack);
+  errno = clone_errno;
   return pid;
 }
 

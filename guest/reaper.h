@@ -20,10 +20,21 @@ class ChildReaper {
   // Global returns the process-wide reaper, starting its thread on first use.
   static ChildReaper& Global();
 
-  // Fork runs `child` in a new process (which must exec or _exit) and
+  // Spawn runs `child` in a new process (which must exec or _exit) and
   // registers it before any wait can see it. `notify_fd`, when >= 0, gets
   // one byte written when the process exits. Returns the pid or -1.
-  pid_t Fork(const std::function<void()>& child, int notify_fd);
+  //
+  // The new process shares the agent's memory until it execs (clone with
+  // CLONE_VM | CLONE_VFORK, as posix_spawn does) and the calling thread
+  // waits until then: the agent's page tables are not copied, and its
+  // threads take no copy-on-write faults after, which under TCG cost more
+  // than the exec itself. So `child` runs on a stack of its own with every
+  // signal blocked, and may only make system calls: no allocation, no
+  // lock, and no glibc call that acts on the whole process (setuid and the
+  // like synchronize the agent's threads: use the raw system calls), and
+  // no change to the agent's globals (environ: use execvpe). It must not
+  // return.
+  pid_t Spawn(const std::function<void()>& child, int notify_fd);
 
   // Wait blocks until `pid` (from Fork) exits and returns its wait status.
   int Wait(pid_t pid);
