@@ -82,15 +82,21 @@ absl::StatusOr<int> ConnectAgentPort(const std::string& socket_path, millisecond
   }
   // Say hello until the agent answers one of ours; junk from an earlier
   // connection (a GOAWAY, say) is skipped.
+  // A guest restored from a snapshot may still be in the snapshot VM's
+  // last connection and take the first hello for its bytes: the hello is
+  // said again soon (the agent drops the ones it did not answer), then
+  // less often, up to every 3 s.
   std::random_device rd;
   std::string buf;
   std::vector<std::string> sent;
+  milliseconds wait(100);
   while (steady_clock::now() < deadline) {
     std::string nonce = absl::StrCat(rd(), rd());
     sent.push_back(nonce);
     std::string hello = absl::StrCat(airlock::kHelloPrefix, nonce, "\n");
     if (write(fd, hello.data(), hello.size()) != static_cast<ssize_t>(hello.size())) break;
-    auto attempt_end = std::min(deadline, steady_clock::now() + milliseconds(3000));
+    auto attempt_end = std::min(deadline, steady_clock::now() + wait);
+    wait = std::min(wait * 2, milliseconds(3000));
     while (steady_clock::now() < attempt_end) {
       int left = static_cast<int>(
           std::chrono::duration_cast<milliseconds>(attempt_end - steady_clock::now()).count());

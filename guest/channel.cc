@@ -109,7 +109,35 @@ bool HostConnected(int port) {
   return poll(&p, 1, 0) >= 0 && !(p.revents & POLLHUP);
 }
 
+// AwaitStreamStart reads the port until what follows the answered hello is
+// the host's stream (DropLeadingHellos), leaving it in `pending`; false
+// when the host hung up first.
+bool AwaitStreamStart(int port, std::string* pending) {
+  char chunk[4096];
+  while (!DropLeadingHellos(pending)) {
+    pollfd p = {port, POLLIN, 0};
+    if (poll(&p, 1, 1000) < 0 && errno != EINTR) return false;
+    if (p.revents & POLLHUP) return false;
+    if (!(p.revents & POLLIN)) continue;
+    ssize_t n = read(port, chunk, sizeof(chunk));
+    if (n == 0) return false;
+    if (n > 0) pending->append(chunk, n);
+  }
+  return true;
+}
+
 }  // namespace
+
+bool DropLeadingHellos(std::string* buf) {
+  const absl::string_view hello = kHelloPrefix;
+  while (true) {
+    size_t n = std::min(buf->size(), hello.size());
+    if (buf->compare(0, n, hello.data(), n) != 0) return true;
+    size_t nl = buf->find('\n');
+    if (nl == std::string::npos) return buf->size() > kMaxHelloLine;
+    buf->erase(0, nl + 1);
+  }
+}
 
 absl::StatusOr<std::string> FindVirtioPort(const std::string& name) {
   for (int attempt = 0; attempt < 500; ++attempt) {
@@ -142,7 +170,7 @@ void ServePort(grpc::Server* server, const std::string& device,
   while (true) {
     while (!HostConnected(port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::string pending;
-    if (!AwaitHello(port, &pending)) continue;
+    if (!AwaitHello(port, &pending) || !AwaitStreamStart(port, &pending)) continue;
     int sp[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -163,15 +191,7 @@ void ServeRawPort(const std::string& device,
   while (true) {
     while (!HostConnected(port)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::string pending;
-    if (!AwaitHello(port, &pending)) continue;
-    // A host that heard no answer within its wait says hello again; the
-    // first answer is the one it takes, so a later hello is only dropped
-    // (answered, its OK would be read as the start of the stream).
-    while (absl::StartsWith(pending, kHelloPrefix)) {
-      size_t nl = pending.find('\n');
-      if (nl == std::string::npos) break;
-      pending.erase(0, nl + 1);
-    }
+    if (!AwaitHello(port, &pending) || !AwaitStreamStart(port, &pending)) continue;
     int fd = dup(port);
     if (fd < 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

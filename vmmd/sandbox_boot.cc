@@ -193,6 +193,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     if (snapshot) {
       config.hostname = kSnapshotHostname;
       config.incoming_socket = config.socket_dir + "/incoming.sock";
+      config.qmp_socket = config.socket_dir + "/qmp.sock";
       config.memory_image = snapshot->ram;
     } else {
       restore_key.clear();
@@ -208,6 +209,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     unlink(config.agent_socket.c_str());
     unlink(config.egress_socket.c_str());
     unlink(config.incoming_socket.c_str());
+    unlink(config.qmp_socket.c_str());
     unlink(config.vmm_log.c_str());
     std::vector<Share> shares = SharesOf(sb);
     for (size_t i = 0; i < shares.size(); ++i) {
@@ -227,6 +229,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       restore_key.clear();
       config.hostname.clear();
       config.incoming_socket.clear();
+      config.qmp_socket.clear();
       config.memory_image.clear();
       launched = hypervisor_->Launch(config);
     }
@@ -238,6 +241,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       KillVm(sb);
       config.hostname.clear();
       config.incoming_socket.clear();
+      config.qmp_socket.clear();
       config.memory_image.clear();
       auto relaunched = hypervisor_->Launch(config);
       if (!relaunched.ok()) return relaunched.status();

@@ -257,8 +257,11 @@ class SandboxManager {
   // TakeRestoreMarker removes the mark and returns the snapshot's key when
   // it is still the one for `sb` (else "": boot).
   std::string TakeRestoreMarker(const airlock::vmm::v1::Sandbox& sb);
-  // SendSnapshot streams the snapshot's memory into the VM QEMU started
-  // with config.incoming_socket.
+  // SendSnapshot streams the snapshot's device state into the VM QEMU
+  // started with config.incoming_socket, and returns once QEMU says the
+  // VM runs (config.qmp_socket): bytes sent to the agent's port before the
+  // port's state is loaded are lost, and the agent link would wait out
+  // its 3 s before saying hello again.
   absl::Status SendSnapshot(const std::string& key, const VmConfig& config);
   // ClaimGuest gives the guest its identity (the agent's Claim): hostname,
   // a fresh machine id, entropy and the clock.

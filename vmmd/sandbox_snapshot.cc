@@ -178,7 +178,24 @@ std::string SandboxManager::TakeRestoreMarker(const vmm::Sandbox& sb) {
 absl::Status SandboxManager::SendSnapshot(const std::string& key, const VmConfig& config) {
   auto snapshot = snapshots_.Find(key);
   if (!snapshot) return absl::NotFoundError("the snapshot is gone");
-  return SendStream(config.incoming_socket, snapshot->memory, steady_clock::now() + seconds(30));
+  auto deadline = steady_clock::now() + seconds(30);
+  if (absl::Status s = SendStream(config.incoming_socket, snapshot->memory, deadline); !s.ok()) {
+    return s;
+  }
+  auto qmp = QmpClient::Connect(config.qmp_socket, seconds(10));
+  if (!qmp.ok()) return qmp.status();
+  std::string status;
+  while (steady_clock::now() < deadline) {
+    auto info = qmp->Execute("query-status");
+    if (!info.ok()) return info.status();
+    status = info->value("status", "");
+    if (status == "running") return absl::OkStatus();
+    // "inmigrate" while the state loads; anything else is a failed load.
+    if (status != "inmigrate") break;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("the restored VM is not running (QEMU says \"", status, "\")"));
 }
 
 absl::Status SandboxManager::ClaimGuest(const std::string& name,
