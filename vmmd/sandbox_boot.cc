@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/client.h"
@@ -248,11 +249,24 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       pid = *relaunched;
       return absl::OkStatus();
     };
+    // Only a snapshot QEMU says it could not load goes; one whose VM died
+    // otherwise (killed, out of memory) stays. The VM has exited or is
+    // about to (QEMU ends on a failed load): its log is read after.
+    auto drop_if_unloadable = [&]() -> bool {
+      for (int i = 0; i < 50 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
+      bool unloadable = ReadFileToString(config.vmm_log).find("load of migration failed") !=
+                        std::string::npos;
+      if (unloadable) snapshots_.Remove(restore_key);
+      return unloadable;
+    };
     if (!restore_key.empty()) {
       SetProgress(name, "restoring snapshot");
       if (absl::Status rs = SendSnapshot(restore_key, config); !rs.ok()) {
+        bool removed = drop_if_unloadable();
         AIRLOCK_LOG_WARN("cannot restore the snapshot; booting instead",
-                         {{"sandbox", name}, {"error", std::string(rs.message())}});
+                         {{"sandbox", name}, {"error", std::string(rs.message())},
+                          {"snapshot_removed", removed ? "yes" : "no"},
+                          {"vmm_log", ReadFileToString(config.vmm_log)}});
         restore_key.clear();
         if (absl::Status bs = boot_instead(); !bs.ok()) return bs;
       }
@@ -271,14 +285,11 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     s = WaitForAgent(name, pid, launch, /*restored=*/true);
     if (s.code() != absl::StatusCode::kAborted) return s;
     // QEMU exited before the agent answered: the sandbox boots its disk
-    // (as after any crash). Only a snapshot QEMU says it could not load
-    // goes; one whose VM died otherwise (killed, out of memory) stays.
-    std::string vmm_log = ReadFileToString(config.vmm_log);
-    bool unloadable = vmm_log.find("load of migration failed") != std::string::npos;
+    // (as after any crash).
+    bool removed = drop_if_unloadable();
     AIRLOCK_LOG_WARN("the restored VM exited before its agent answered; booting",
-                     {{"sandbox", name}, {"snapshot_removed", unloadable ? "yes" : "no"},
-                      {"vmm_log", vmm_log}});
-    if (unloadable) snapshots_.Remove(restore_key);
+                     {{"sandbox", name}, {"snapshot_removed", removed ? "yes" : "no"},
+                      {"vmm_log", ReadFileToString(config.vmm_log)}});
     if (absl::Status bs = boot_instead(); !bs.ok()) return bs;
     s = Update(name, "booting kernel", [&](vmm::Sandbox& sb) {
       sb.set_vmm_pid(pid);
