@@ -42,10 +42,14 @@ def host_memory_mib(pid):
                 status[key] = int(value.split()[0])
     total = (status.get("VmRSS", 0) - status.get("RssShmem", 0)) * 1024
     fd_dir = f"/proc/{pid}/fd"
+    seen = set()  # QEMU holds a restored guest's memfd twice (fd 4, and its own open)
     for fd in os.listdir(fd_dir):
         try:
             if os.readlink(f"{fd_dir}/{fd}").startswith("/memfd:"):
-                total += os.stat(f"{fd_dir}/{fd}").st_blocks * 512
+                st = os.stat(f"{fd_dir}/{fd}")
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_blocks * 512
         except OSError:
             pass
     return total / (1 << 20)

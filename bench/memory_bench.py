@@ -63,6 +63,7 @@ def measure(name, reporting):
             sys.exit(f"sandbox {name} failed: {sb.get('failure')}")
         time.sleep(0.5)
     pid = sandbox(name)["pid"]
+    started.append(sandbox(name).get("started_from", "?"))
     if not reporting:
         # Unbinding the device stops the driver, as rmmod would.
         airlock("exec", "-u", "root", name, "--", "sh", "-c",
@@ -80,12 +81,14 @@ def measure(name, reporting):
     return idle, burst, after
 
 
+started = []
 try:
     figures = {True: [], False: []}
     for i in range(args.repeats):
         for reporting in (True, False):
             figures[reporting].append(measure(f"mem{i}{'r' if reporting else 'n'}", reporting))
-    print(f"guest memory {args.memory}, burst {args.burst_mib} MiB, {args.repeats} repeats")
+    print(f"guest memory {args.memory}, burst {args.burst_mib} MiB, {args.repeats} repeats; "
+          f"started from: {', '.join(started)}")
     for k, label in enumerate(("idle", "burst", "after")):
         on = [f[k] for f in figures[True]]
         off = [f[k] for f in figures[False]]
