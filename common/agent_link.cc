@@ -38,7 +38,7 @@ void AgentLink::Reset() {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds timeout) {
-  auto fd = ConnectAgentPort(socket_path_, timeout);
+  auto fd = ConnectAgentPort(socket_path_, timeout, first_resend_);
   if (!fd.ok()) return fd.status();
   fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
   grpc::ChannelArguments args;
@@ -47,7 +47,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds t
   return grpc::CreateCustomInsecureChannelFromFd("airlock-agent", *fd, args);
 }
 
-absl::StatusOr<int> ConnectAgentPort(const std::string& socket_path, milliseconds timeout) {
+absl::StatusOr<int> ConnectAgentPort(const std::string& socket_path, milliseconds timeout,
+                                     milliseconds first_resend) {
   auto deadline = steady_clock::now() + timeout;
   // The socket's directory belongs to the sandbox's jailed QEMU, which
   // could put a symlink (to another sandbox's socket) in its place: the
@@ -82,14 +83,10 @@ absl::StatusOr<int> ConnectAgentPort(const std::string& socket_path, millisecond
   }
   // Say hello until the agent answers one of ours; junk from an earlier
   // connection (a GOAWAY, say) is skipped.
-  // A guest restored from a snapshot may still be in the snapshot VM's
-  // last connection and take the first hello for its bytes: the hello is
-  // said again soon (the agent drops the ones it did not answer), then
-  // less often, up to every 3 s.
   std::random_device rd;
   std::string buf;
   std::vector<std::string> sent;
-  milliseconds wait(100);
+  milliseconds wait = std::min(first_resend, milliseconds(3000));
   while (steady_clock::now() < deadline) {
     std::string nonce = absl::StrCat(rd(), rd());
     sent.push_back(nonce);

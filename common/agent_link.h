@@ -21,7 +21,11 @@ namespace airlock {
 
 class AgentLink {
  public:
-  explicit AgentLink(std::string socket_path) : socket_path_(std::move(socket_path)) {}
+  // `first_resend`: how long the first hello waits for its answer before
+  // it is said again (each wait then doubles, up to 3 s; ConnectAgentPort).
+  explicit AgentLink(std::string socket_path,
+                     std::chrono::milliseconds first_resend = std::chrono::seconds(3))
+      : socket_path_(std::move(socket_path)), first_resend_(first_resend) {}
 
   // Channel returns the connected channel, connecting first when there is
   // none (at first use, or after Reset).
@@ -34,6 +38,7 @@ class AgentLink {
   absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(std::chrono::milliseconds timeout);
 
   std::string socket_path_;
+  std::chrono::milliseconds first_resend_;
   std::mutex mu_;
   std::shared_ptr<grpc::Channel> channel_;
 };
@@ -41,9 +46,15 @@ class AgentLink {
 // ConnectAgentPort connects to the hypervisor's end of an agent port at
 // `socket_path` (never through a symlink) and completes the hello: the
 // returned descriptor (blocking, the caller's to close) carries what the
-// agent sends next and nothing before it.
-absl::StatusOr<int> ConnectAgentPort(const std::string& socket_path,
-                                     std::chrono::milliseconds timeout);
+// agent sends next and nothing before it. A hello not answered within
+// `first_resend` is said again, then after twice as long, up to every 3 s.
+// A short first wait is for a guest just restored, whose agent may take the
+// first hello for bytes of the snapshot VM's last connection: an agent of
+// this release drops the hellos it did not answer, an older one would take
+// a second hello for the start of the stream.
+absl::StatusOr<int> ConnectAgentPort(
+    const std::string& socket_path, std::chrono::milliseconds timeout,
+    std::chrono::milliseconds first_resend = std::chrono::seconds(3));
 
 }  // namespace airlock
 

@@ -136,10 +136,16 @@ absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv,
     if (grandchild != 0) _exit(grandchild < 0 ? 1 : 0);
     pid_t self = getpid();
     ssize_t unused = write(report[1], &self, sizeof(self));
-    int devnull = open("/dev/null", O_RDONLY);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     // Above every descriptor set below, then where the program expects it
-    // (dup2 clears close-on-exec).
+    // (dup2 clears close-on-exec). A program that was to get one and
+    // cannot does not start.
     int passed = pass_fd >= 0 ? fcntl(pass_fd, F_DUPFD_CLOEXEC, 16) : -1;
+    if (pass_fd >= 0 && passed < 0) {
+      int e = errno;
+      unused = write(report[1], &e, sizeof(e));
+      _exit(127);
+    }
     int report_fd = passed >= 0 ? fcntl(report[1], F_DUPFD_CLOEXEC, 16) : report[1];
     dup2(devnull, 0);
     dup2(log_fd, 1);

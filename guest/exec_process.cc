@@ -18,13 +18,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/fd_io.h"
 #include "guest/egress.h"
 #include "guest/reaper.h"
 #include "guest/users.h"
 
-extern char** environ;
 
 namespace airlock::guest {
 namespace {
@@ -75,6 +76,22 @@ std::vector<std::string> MergeEnvironment(std::vector<std::string> base,
     if (!replaced) base.push_back(kv);
   }
   return base;
+}
+
+std::vector<std::string> ProgramCandidates(const std::string& program,
+                                           const std::vector<std::string>& env) {
+  if (program.find('/') != std::string::npos) return {program};
+  // glibc's execvp without PATH: /bin, then /usr/bin.
+  std::string path = "/bin:/usr/bin";
+  for (const std::string& kv : env) {
+    if (absl::StartsWith(kv, "PATH=")) path = kv.substr(5);
+  }
+  std::vector<std::string> out;
+  for (absl::string_view dir : absl::StrSplit(path, ':')) {
+    // An empty entry is the working directory, as for execvp.
+    out.push_back(absl::StrCat(dir.empty() ? "." : dir, "/", program));
+  }
+  return out;
 }
 
 std::unique_ptr<ExecProcess> ExecProcess::Start(const ExecSpec& spec, ExecOutcome* failed,
@@ -141,6 +158,13 @@ std::unique_ptr<ExecProcess> ExecProcess::Start(const ExecSpec& spec, ExecOutcom
   argv.push_back(nullptr);
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  // Where execvp would look for argv[0], with the command's own PATH (the
+  // agent's environment has none; execvpe would search the agent's), and
+  // the argv of /bin/sh for a file that is not an executable format.
+  std::vector<std::string> candidates = ProgramCandidates(spec.argv[0], env);
+  std::vector<char*> sh_argv = {const_cast<char*>("/bin/sh"), nullptr};
+  for (size_t i = 1; i < spec.argv.size(); ++i) sh_argv.push_back(argv[i]);
+  sh_argv.push_back(nullptr);
   const GuestUser u = *user;
   bool want_stdin = spec.stdin;
   auto child = [&] {
@@ -186,7 +210,25 @@ std::unique_ptr<ExecProcess> ExecProcess::Start(const ExecSpec& spec, ExecOutcom
       fail(0);
     }
     if (chdir(workdir.c_str()) != 0) fail(1);
-    execvpe(argv[0], argv.data(), envp.data());
+    // execvp's search (not execvpe's, which reads the agent's PATH): a
+    // directory where the file is missing is skipped, one where it cannot
+    // be run is remembered, any other error ends the search.
+    bool denied = false;
+    for (const std::string& c : candidates) {
+      execve(c.c_str(), argv.data(), envp.data());
+      if (errno == ENOEXEC) {
+        sh_argv[1] = const_cast<char*>(c.c_str());
+        execve("/bin/sh", sh_argv.data(), envp.data());
+        fail(2);
+      }
+      if (errno == EACCES) {
+        denied = true;
+      } else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV &&
+                 errno != ETIMEDOUT) {
+        fail(2);
+      }
+    }
+    errno = denied ? EACCES : ENOENT;
     fail(2);
   };
   p->pid_ = ChildReaper::Global().Spawn(child, p->exit_notify_[1]);

@@ -30,6 +30,12 @@ struct ExecSpec {
   bool stdin = false;
 };
 
+// ProgramCandidates is where execvp would look for `program`: itself when
+// it names a directory, else each directory of the PATH in `env` ("KEY=VALUE"
+// entries, the last PATH winning; /bin:/usr/bin without one).
+std::vector<std::string> ProgramCandidates(const std::string& program,
+                                           const std::vector<std::string>& env);
+
 // ExecOutcome is how an exec ended.
 struct ExecOutcome {
   // Exit code, 128+signal when killed; 126 not executable, 127 not found.

@@ -1,10 +1,12 @@
 #include "guest/exec_process.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -70,6 +72,43 @@ TEST(ExecProcessTest, TheCommandsUserAndEnvironmentAreItsOwn) {
   EXPECT_EQ(environ, environ_before);
   EXPECT_EQ(getenv("AIRLOCK_EXEC_TEST"), nullptr);
   EXPECT_EQ(std::string(getenv("PATH") ? getenv("PATH") : ""), path_before);
+}
+
+TEST(ExecProcessTest, ProgramsAreLookedUpInTheCommandsPath) {
+  EXPECT_EQ(ProgramCandidates("ls", {"HOME=/root", "PATH=/a::/b"}),
+            (std::vector<std::string>{"/a/ls", "./ls", "/b/ls"}));
+  EXPECT_EQ(ProgramCandidates("./run.sh", {"PATH=/a"}), (std::vector<std::string>{"./run.sh"}));
+  EXPECT_EQ(ProgramCandidates("ls", {}), (std::vector<std::string>{"/bin/ls", "/usr/bin/ls"}));
+  EXPECT_EQ(ProgramCandidates("ls", {"PATH=/a", "PATH=/b"}), (std::vector<std::string>{"/b/ls"}));
+
+  // The agent (PID 1) has no PATH of its own: the command's decides.
+  std::string saved = getenv("PATH") ? getenv("PATH") : "";
+  unsetenv("PATH");
+  ExecSpec spec;
+  spec.workdir = "/";
+  spec.argv = {"nologin"};  // /usr/sbin: not on execvp's default path
+  ExecOutcome outcome;
+  RunToEnd(spec, &outcome);
+  EXPECT_EQ(outcome.code, 1) << "nologin was not found in /usr/sbin";
+  spec.argv = {"true"};
+  spec.env = {"PATH=/nonexistent"};
+  std::string message;
+  outcome = {};
+  EXPECT_EQ(ExecProcess::Start(spec, &outcome, &message), nullptr);
+  EXPECT_EQ(outcome.code, 127);
+  // A file that is no executable format runs under /bin/sh, as execvp does.
+  std::string dir = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  std::string script = dir + "/no-shebang";
+  {
+    std::ofstream(script) << "echo ran as a script: $1\n";
+  }
+  chmod(script.c_str(), 0755);
+  spec.argv = {"no-shebang", "arg1"};
+  spec.env = {"PATH=/nonexistent:" + dir};
+  outcome = {};
+  EXPECT_EQ(RunToEnd(spec, &outcome), "ran as a script: arg1\n");
+  EXPECT_EQ(outcome.code, 0);
+  setenv("PATH", saved.c_str(), 1);
 }
 
 TEST(ExecProcessTest, WhatCannotStartIsReportedAndTheAgentGoesOn) {

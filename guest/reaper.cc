@@ -32,31 +32,59 @@ int RunChild(void* arg) {
 }  // namespace
 
 pid_t ChildReaper::Spawn(const std::function<void()>& child, int notify_fd) {
+  // The child's stack, with a guard page below it: an overflow faults
+  // instead of writing over the agent's memory.
+  constexpr size_t kGuard = 4096;
   constexpr size_t kStack = 256 << 10;
-  void* stack = mmap(nullptr, kStack, PROT_READ | PROT_WRITE,
+  void* stack = mmap(nullptr, kGuard + kStack, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return -1;
+  if (mprotect(stack, kGuard, PROT_NONE) != 0) {
+    munmap(stack, kGuard + kStack);
+    return -1;
+  }
   // Blocked until the child has set its handlers back to the defaults: a
   // signal before that would run one of the agent's handlers on the
   // agent's memory in the child.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t pid;
-  int clone_errno;
+  // Not under the lock: the clone returns when the child has exec'd, and
+  // its chdir and exec may wait on a slow filesystem. The reaper keeps the
+  // status of a pid it does not know while a spawn is in flight, which is
+  // how a child that failed and was reaped before it was registered is
+  // still found.
   {
-    // Holding the lock across the clone means the reaper cannot record
-    // this pid's exit before the entry below exists.
     std::lock_guard<std::mutex> lock(mu_);
-    pid = clone(RunChild, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD,
-                const_cast<std::function<void()>*>(&child));
-    clone_errno = errno;
-    if (pid > 0) children_[pid].notify_fd = notify_fd;
+    ++spawning_;
+  }
+  pid_t pid = clone(RunChild, static_cast<char*>(stack) + kGuard + kStack,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD,
+                    const_cast<std::function<void()>*>(&child));
+  int clone_errno = errno;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pid > 0) {
+      Entry& e = children_[pid];
+      e.notify_fd = notify_fd;
+      auto early = early_exits_.find(pid);
+      if (early != early_exits_.end()) {
+        e.done = true;
+        e.status = early->second;
+        early_exits_.erase(early);
+        if (notify_fd >= 0) {
+          char c = 'x';
+          ssize_t unused = write(notify_fd, &c, 1);
+          (void)unused;
+        }
+      }
+    }
+    if (--spawning_ == 0) early_exits_.clear();  // orphans' statuses
     cv_.notify_all();
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   // The child has exec'd or exited: its stack is free.
-  munmap(stack, kStack);
+  munmap(stack, kGuard + kStack);
   errno = clone_errno;
   return pid;
 }
@@ -74,7 +102,12 @@ void ChildReaper::Loop() {
     }
     std::lock_guard<std::mutex> lock(mu_);
     auto it = children_.find(pid);
-    if (it == children_.end()) continue;  // an orphan: reaped, nobody waits
+    if (it == children_.end()) {
+      // An orphan (reaped, nobody waits), or a child whose Spawn has not
+      // registered it yet.
+      if (spawning_ > 0) early_exits_[pid] = status;
+      continue;
+    }
     if (it->second.forgotten) {
       children_.erase(it);
       continue;

@@ -36,7 +36,7 @@ class ChildReaper {
   // return.
   pid_t Spawn(const std::function<void()>& child, int notify_fd);
 
-  // Wait blocks until `pid` (from Fork) exits and returns its wait status.
+  // Wait blocks until `pid` (from Spawn) exits and returns its wait status.
   int Wait(pid_t pid);
 
   // TryWait returns true and the status when `pid` has exited.
@@ -46,7 +46,7 @@ class ChildReaper {
   // dropped when it exits.
   void Forget(pid_t pid);
 
-  // SignalGroup sends `sig` to the process group of `pid` (from Fork) while
+  // SignalGroup sends `sig` to the process group of `pid` (from Spawn) while
   // `pid` has not been seen to exit; once it has (waited for or not), it
   // does nothing, so a late signal never reaches what remains of the group
   // or a group that took the number later. Where it stops: between the
@@ -67,6 +67,10 @@ class ChildReaper {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<pid_t, Entry> children_;
+  // Spawns between their clone and registering the pid, and the statuses
+  // of unknown pids reaped meanwhile.
+  int spawning_ = 0;
+  std::map<pid_t, int> early_exits_;
 };
 
 }  // namespace airlock::guest

@@ -74,7 +74,7 @@ struct VmConfig {
   // snapshot instead of booting; empty: boot.
   std::string incoming_socket;
   // Restore: the snapshot's guest memory image (a sparse file); the VM's
-  // RAM is a private copy of it (memory_image.h) and the stream on
+  // RAM is the sandbox's own copy of it (memory_image.h) and the stream on
   // `incoming_socket` carries device state only. Empty: none.
   std::string memory_image;
   // The VM dies with the vmmd thread that launched it, which reaps it (a

@@ -338,7 +338,11 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     if (!ready) std::this_thread::sleep_for(milliseconds(20));
   }
   SetProgress(name, "waiting for agent");
-  auto link = std::make_shared<AgentLink>(config.agent_socket);
+  // A guest restored just now may take the first hello for bytes of the
+  // snapshot VM's last connection: it is said again soon (its agent is of
+  // this release; one reattached to may be older).
+  auto link = std::make_shared<AgentLink>(config.agent_socket,
+                                          restored ? milliseconds(100) : seconds(3));
   std::string last;
   while (steady_clock::now() < deadline) {
     if (cancelled()) return absl::CancelledError("boot cancelled");

@@ -260,8 +260,7 @@ class SandboxManager {
   // SendSnapshot streams the snapshot's device state into the VM QEMU
   // started with config.incoming_socket, and returns once QEMU says the
   // VM runs (config.qmp_socket): bytes sent to the agent's port before the
-  // port's state is loaded are lost, and the agent link would wait out
-  // its 3 s before saying hello again.
+  // port's state is loaded are lost.
   absl::Status SendSnapshot(const std::string& key, const VmConfig& config);
   // ClaimGuest gives the guest its identity (the agent's Claim): hostname,
   // a fresh machine id, entropy and the clock.
