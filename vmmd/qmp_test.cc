@@ -2,6 +2,7 @@
 #include "vmmd/qmp.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 #include <sys/un.h>
 
 #include <thread>
@@ -101,6 +102,23 @@ TEST(QmpClientTest, AClosedSocketIsUnavailableNotAHang) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find("closed its QMP socket"), std::string::npos)
       << r.status();
+}
+
+TEST(QmpClientTest, ASymlinkInPlaceOfTheSocketIsRefused) {
+  testing::ShortTempDir dir;
+  // A real QMP socket elsewhere: the jailed QEMU's directory points to it.
+  std::string real = dir.path() + "/other.sock";
+  FakeQmp other(real, [](const nlohmann::json&) { return std::string("{\"return\": {}}\r\n"); });
+  std::string link = dir.path() + "/qmp.sock";
+  ASSERT_EQ(symlink(real.c_str(), link.c_str()), 0);
+  auto qmp = QmpClient::Connect(link, std::chrono::seconds(2));
+  EXPECT_EQ(qmp.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(qmp.status().message().find("a symlink is refused"), std::string::npos)
+      << qmp.status();
+  EXPECT_TRUE(other.seen.empty()) << "the client spoke to the socket the symlink names";
+  // Unblock the fake's accept.
+  auto direct = QmpClient::Connect(real, std::chrono::seconds(2));
+  EXPECT_TRUE(direct.ok()) << direct.status();
 }
 
 TEST(QmpClientTest, NoSocketIsUnavailableAfterTheTimeout) {
