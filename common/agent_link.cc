@@ -47,23 +47,13 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds t
   return grpc::CreateCustomInsecureChannelFromFd("airlock-agent", *fd, args);
 }
 
-absl::StatusOr<int> ConnectAgentPort(const std::string& socket_path, milliseconds timeout,
-                                     milliseconds first_resend) {
-  auto deadline = steady_clock::now() + timeout;
-  // The socket's directory belongs to the sandbox's jailed QEMU, which
-  // could put a symlink (to another sandbox's socket) in its place: the
-  // path is opened without following one, checked to be a socket, and
-  // connected to through that open file.
-  int path_fd = open(socket_path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (path_fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot connect to ", socket_path, ": ", strerror(errno)));
-  }
+absl::StatusOr<int> ConnectJailSocket(const std::string& path) {
+  int path_fd = open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (path_fd < 0) return absl::UnavailableError(strerror(errno));
   struct stat st;
   if (fstat(path_fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
     close(path_fd);
-    return absl::UnavailableError(
-        absl::StrCat("cannot connect to ", socket_path, ": not a socket (a symlink is refused)"));
+    return absl::FailedPreconditionError("not a socket (a symlink is refused)");
   }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -78,9 +68,20 @@ absl::StatusOr<int> ConnectAgentPort(const std::string& socket_path, millisecond
   close(path_fd);
   if (rc != 0) {
     close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("cannot connect to ", socket_path, ": ", strerror(connect_errno)));
+    return absl::UnavailableError(strerror(connect_errno));
   }
+  return fd;
+}
+
+absl::StatusOr<int> ConnectAgentPort(const std::string& socket_path, milliseconds timeout,
+                                     milliseconds first_resend) {
+  auto deadline = steady_clock::now() + timeout;
+  auto connected = ConnectJailSocket(socket_path);
+  if (!connected.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", socket_path, ": ", connected.status().message()));
+  }
+  int fd = *connected;
   // Say hello until the agent answers one of ours; junk from an earlier
   // connection (a GOAWAY, say) is skipped.
   std::random_device rd;

@@ -43,6 +43,14 @@ class AgentLink {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
+// ConnectJailSocket connects to the Unix socket at `path`, whose directory
+// belongs to a jailed QEMU: never through a symlink (that QEMU could put one
+// to another sandbox's socket, or a daemon's, in its place). The path is
+// opened without following one, checked to be a socket, and connected to
+// through that open file. UNAVAILABLE when there is nothing to connect to
+// (yet), FAILED_PRECONDITION when `path` is not a socket.
+absl::StatusOr<int> ConnectJailSocket(const std::string& path);
+
 // ConnectAgentPort connects to the hypervisor's end of an agent port at
 // `socket_path` (never through a symlink) and completes the hello: the
 // returned descriptor (blocking, the caller's to close) carries what the

@@ -75,20 +75,26 @@ void Pump(int port, int sock, const std::string& pending) {
   }
 }
 
+// ReadSome waits up to a second for bytes on the port and appends what it
+// reads (possibly nothing) to `buf`; false when the host hung up.
+bool ReadSome(int port, std::string* buf) {
+  pollfd p = {port, POLLIN, 0};
+  if (poll(&p, 1, 1000) < 0 && errno != EINTR) return false;
+  if (p.revents & POLLHUP) return false;
+  if (!(p.revents & POLLIN)) return true;
+  char chunk[4096];
+  ssize_t n = read(port, chunk, sizeof(chunk));
+  if (n == 0) return false;
+  if (n > 0) buf->append(chunk, n);
+  return true;
+}
+
 // AwaitHello reads the port until vmmd's hello line arrives, answers it, and
 // returns the bytes that followed it; false when the host hung up first.
 bool AwaitHello(int port, std::string* pending) {
   std::string buf, nonce;
-  char chunk[4096];
   while (true) {
-    pollfd p = {port, POLLIN, 0};
-    if (poll(&p, 1, 1000) < 0 && errno != EINTR) return false;
-    if (p.revents & POLLHUP) return false;
-    if (!(p.revents & POLLIN)) continue;
-    ssize_t n = read(port, chunk, sizeof(chunk));
-    if (n == 0) return false;
-    if (n < 0) continue;
-    buf.append(chunk, n);
+    if (!ReadSome(port, &buf)) return false;
     if (!FindLine(&buf, kHelloPrefix, &nonce)) continue;
     std::string ok = absl::StrCat(kOkPrefix, nonce, "\n");
     size_t off = 0;
@@ -113,15 +119,8 @@ bool HostConnected(int port) {
 // the host's stream (DropLeadingHellos), leaving it in `pending`; false
 // when the host hung up first.
 bool AwaitStreamStart(int port, std::string* pending) {
-  char chunk[4096];
   while (!DropLeadingHellos(pending)) {
-    pollfd p = {port, POLLIN, 0};
-    if (poll(&p, 1, 1000) < 0 && errno != EINTR) return false;
-    if (p.revents & POLLHUP) return false;
-    if (!(p.revents & POLLIN)) continue;
-    ssize_t n = read(port, chunk, sizeof(chunk));
-    if (n == 0) return false;
-    if (n > 0) pending->append(chunk, n);
+    if (!ReadSome(port, pending)) return false;
   }
   return true;
 }

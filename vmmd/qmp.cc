@@ -1,13 +1,10 @@
 #include "vmmd/qmp.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <stdio.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 
 #include <thread>
+
+#include "common/agent_link.h"
 
 namespace airlock::vmmd {
 
@@ -17,24 +14,18 @@ using std::chrono::steady_clock;
 absl::StatusOr<QmpClient> QmpClient::Connect(const std::string& socket_path,
                                              milliseconds timeout) {
   auto deadline = steady_clock::now() + timeout;
-  int err = 0;
+  std::string last;
   while (true) {
-    // The socket's directory is the jailed QEMU's, which could put a
-    // symlink (to another sandbox's socket, or a daemon's) in its place:
-    // the path is opened without following one, checked to be a socket,
-    // and connected to through that open file.
-    UniqueFd path_fd(open(socket_path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st {};
-    if (path_fd.get() >= 0 && (fstat(path_fd.get(), &st) != 0 || !S_ISSOCK(st.st_mode))) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot reach QEMU's QMP socket ", socket_path, ": not a socket (a symlink is refused)"));
+    auto connected = ConnectJailSocket(socket_path);
+    if (connected.status().code() == absl::StatusCode::kFailedPrecondition) {
+      return absl::UnavailableError(absl::StrCat("cannot reach QEMU's QMP socket ", socket_path,
+                                                 ": ", connected.status().message()));
     }
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d", path_fd.get());
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
-    if (path_fd.get() >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    if (!connected.ok() && connected.status().code() != absl::StatusCode::kUnavailable) {
+      return connected.status();
+    }
+    if (connected.ok()) {
+      int fd = *connected;
       QmpClient client(fd);
       auto greeting = client.ReadMessage(deadline);
       if (!greeting.ok()) return greeting.status();
@@ -48,13 +39,12 @@ absl::StatusOr<QmpClient> QmpClient::Connect(const std::string& socket_path,
       if (!caps.ok()) return caps.status();
       return client;
     }
-    err = path_fd.get() < 0 ? ENOENT : errno;
-    close(fd);
+    last = std::string(connected.status().message());
     if (steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(milliseconds(10));
   }
   return absl::UnavailableError(
-      absl::StrCat("cannot reach QEMU's QMP socket ", socket_path, ": ", strerror(err)));
+      absl::StrCat("cannot reach QEMU's QMP socket ", socket_path, ": ", last));
 }
 
 absl::StatusOr<nlohmann::json> QmpClient::ReadMessage(steady_clock::time_point deadline) {
