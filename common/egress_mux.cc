@@ -49,6 +49,19 @@ struct EgressMux::Stream {
   uint64_t written = 0;    // of in_flight, written to fd
   bool peer_eof = false;
   bool shut_wr = false;
+  // After a Replace: bytes for the peer read from the old pair (sent
+  // within the credit before anything read from fd), bytes at the front
+  // of `out` counted as written when they went into the pair, the idle
+  // limit and what runs when the stream ends.
+  std::string held;
+  size_t counted = 0;
+  std::chrono::milliseconds idle{0};
+  std::chrono::steady_clock::time_point last_active;
+  std::function<void()> done;
+
+  ~Stream() {
+    if (done) done();
+  }
 };
 
 EgressMux::EgressMux(Send send) : send_(std::move(send)) {
@@ -84,14 +97,29 @@ void EgressMux::Stop() {
   });
 }
 
+namespace {
+
+// Refuse drops a command the loop will never apply: its sockets reset and
+// closed, its end run.
+void Refuse(int fd, int pair_end, std::function<void()> done) {
+  if (fd >= 0) CloseWithReset(fd);
+  if (pair_end >= 0) close(pair_end);
+  if (done) done();
+}
+
+}  // namespace
+
 bool EgressMux::Push(Command c) {
   bool wake;
   {
-    std::lock_guard<std::mutex> lock(cmd_mu_);
+    std::unique_lock<std::mutex> lock(cmd_mu_);
     // Checked with the push: an Open that loses the race with Stop is
     // reset here, never left in a queue no one drains.
     if (stopping_ || queued_bytes_ > kEgressMaxQueued) {
-      if (c.kind == Command::kOpen) CloseWithReset(c.fd);
+      lock.unlock();
+      if (c.kind == Command::kOpen || c.kind == Command::kReplace) {
+        Refuse(c.fd, c.pair_end, std::move(c.done));
+      }
       return false;
     }
     // What it holds in memory: the frame's bytes and the command itself.
@@ -116,6 +144,17 @@ bool EgressMux::Open(uint64_t id, int fd, const EgressFrame* announce) {
     c.frame.set_id(id);
     c.announce = true;
   }
+  return Push(std::move(c));
+}
+
+bool EgressMux::Replace(uint64_t id, int pair_end, int fd, std::function<void()> done,
+                        std::chrono::milliseconds idle) {
+  Command c{Command::kReplace};
+  c.id = id;
+  c.fd = fd;
+  c.pair_end = pair_end;
+  c.done = std::move(done);
+  c.idle = idle;
   return Push(std::move(c));
 }
 
@@ -154,9 +193,11 @@ void EgressMux::Loop() {
       std::lock_guard<std::mutex> lock(cmd_mu_);
       if (stopping_) break;
     }
-    int n = epoll_wait(epoll_fd_, events, 64, -1);
+    int n = epoll_wait(epoll_fd_, events, 64,
+                       idle_limits_ ? static_cast<int>(idle_check_every_.count()) : -1);
     if (n < 0 && errno != EINTR) n = 0;
     DrainCommands();
+    if (idle_limits_) ResetIdle();
     {
       std::lock_guard<std::mutex> lock(cmd_mu_);
       if (stopping_) break;
@@ -201,12 +242,15 @@ void EgressMux::Loop() {
   // Stopping: every stream ends here, with nothing more sent.
   for (auto& [id, s] : streams_) CloseWithReset(s->fd);
   streams_.clear();
+  std::deque<Command> batch;
   {
     std::lock_guard<std::mutex> lock(cmd_mu_);
-    for (Command& c : commands_) {
-      if (c.kind == Command::kOpen) CloseWithReset(c.fd);
+    batch.swap(commands_);
+  }
+  for (Command& c : batch) {
+    if (c.kind == Command::kOpen || c.kind == Command::kReplace) {
+      Refuse(c.fd, c.pair_end, std::move(c.done));
     }
-    commands_.clear();
   }
   std::lock_guard<std::mutex> lock(count_mu_);
   count_ = 0;
@@ -241,6 +285,9 @@ void EgressMux::Apply(Command& c) {
       UpdateInterest(ref);
       return;
     }
+    case Command::kReplace:
+      ApplyReplace(c);
+      return;
     case Command::kReset:
       if (streams_.count(c.id) != 0) {
         Abort(c.id, true);
@@ -295,6 +342,7 @@ void EgressMux::Apply(Command& c) {
         return;
       }
       s.send_credit += f.window();
+      EmitHeld(s);
       UpdateInterest(s);
       return;
     default:
@@ -308,6 +356,7 @@ void EgressMux::ReadFrom(Stream& s) {
   buf.resize(want);
   ssize_t n = read(s.fd, buf.data(), want);
   if (n > 0) {
+    if (s.idle.count() > 0) s.last_active = std::chrono::steady_clock::now();
     EgressFrame f = Frame(s.id);
     f.set_data(buf.data(), n);
     Emit(std::move(f));
@@ -340,7 +389,11 @@ void EgressMux::WriteTo(Stream& s) {
     ssize_t n = send(s.fd, s.out.data() + s.out_off, s.out.size() - s.out_off, MSG_NOSIGNAL);
     if (n > 0) {
       s.out_off += n;
-      s.written += n;
+      // Bytes that went into the pair before a Replace were counted then.
+      size_t again = std::min<size_t>(s.counted, n);
+      s.counted -= again;
+      s.written += n - again;
+      if (s.idle.count() > 0) s.last_active = std::chrono::steady_clock::now();
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -390,7 +443,7 @@ void EgressMux::Abort(uint64_t id, bool tell_peer) {
 
 void EgressMux::UpdateInterest(Stream& s) {
   uint32_t want = 0;
-  if (!s.read_done && s.send_credit > 0) want |= EPOLLIN;
+  if (!s.read_done && s.send_credit > 0 && s.held.empty()) want |= EPOLLIN;
   if (s.out_off < s.out.size()) want |= EPOLLOUT;
   // With our eof sent, the fd stays in the set for its hang-up (the Loop
   // ends the stream on it); otherwise an fd with no interest leaves the
@@ -427,6 +480,80 @@ void EgressMux::Flush() {
   if (!send_(outbox_)) broken_ = true;
   outbox_.Clear();
   outbox_bytes_ = 0;
+}
+
+void EgressMux::ApplyReplace(Command& c) {
+  auto it = streams_.find(c.id);
+  if (closed_ || it == streams_.end()) {
+    Refuse(c.fd, c.pair_end, std::move(c.done));
+    return;
+  }
+  Stream& s = *it->second;
+  fcntl(c.pair_end, F_SETFL, fcntl(c.pair_end, F_GETFL) | O_NONBLOCK);
+  // What the owner wrote before handing over is all in the mux's end now
+  // (a socket pair's write lands in the other end at once), and what the
+  // mux wrote that the owner did not read is all in the owner's end.
+  static thread_local std::string buf;
+  buf.resize(kEgressMaxFrame);
+  auto drain = [](int fd, std::string* into) {
+    while (true) {
+      ssize_t n = read(fd, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      into->append(buf.data(), n);
+    }
+  };
+  if (!s.read_done) drain(s.fd, &s.held);
+  std::string unread;
+  drain(c.pair_end, &unread);
+  if (s.registered) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
+  close(s.fd);
+  close(c.pair_end);
+  fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
+  s.fd = c.fd;
+  s.registered = false;
+  s.events = 0;
+  s.out = unread + s.out.substr(s.out_off);
+  s.out_off = 0;
+  s.counted = unread.size();
+  // The peer's end of stream went into the pair; it goes to fd once out
+  // is written.
+  s.shut_wr = false;
+  s.done = std::move(c.done);
+  s.idle = c.idle;
+  s.last_active = std::chrono::steady_clock::now();
+  if (s.idle.count() > 0) {
+    idle_check_every_ = std::min(idle_check_every_, s.idle);
+    if (!idle_limits_) next_idle_check_ = s.last_active + idle_check_every_;
+    idle_limits_ = true;
+  }
+  EmitHeld(s);
+  UpdateInterest(s);
+  if (streams_.count(c.id) != 0) WriteTo(s);
+}
+
+void EgressMux::EmitHeld(Stream& s) {
+  size_t off = 0;
+  while (off < s.held.size() && s.send_credit > 0) {
+    size_t k = std::min<size_t>({s.held.size() - off, s.send_credit, kEgressMaxFrame});
+    EgressFrame f = Frame(s.id);
+    f.set_data(s.held.data() + off, k);
+    Emit(std::move(f));
+    s.send_credit -= k;
+    off += k;
+  }
+  s.held.erase(0, off);
+}
+
+void EgressMux::ResetIdle() {
+  auto now = std::chrono::steady_clock::now();
+  if (now < next_idle_check_) return;
+  next_idle_check_ = now + idle_check_every_;
+  std::vector<uint64_t> idle;
+  for (auto& [id, s] : streams_) {
+    if (s->idle.count() > 0 && now - s->last_active >= s->idle) idle.push_back(id);
+  }
+  for (uint64_t id : idle) Abort(id, true);
 }
 
 }  // namespace airlock

@@ -14,6 +14,11 @@
 //   reset is reset on the other side too.
 // - One thread reads and writes every local socket (epoll) and sends each
 //   turn's frames as one batch; nothing blocks on a single stream.
+// - Handing over (Replace): proxyd's handler, once all that is left of a
+//   connection is copying bytes to an upstream socket, gives that socket
+//   to the mux in place of the pair, so a tunnel's bytes cross one thread
+//   and no pair; the bytes either side had not yet read are kept, in
+//   order.
 // Where it stops: it does not decide anything. Which streams are opened,
 // and what runs on them, is its owner's call. A reset closes the local
 // socket with SO_LINGER 0: a TCP reset on the guest's sockets, but on
@@ -21,6 +26,7 @@
 #ifndef AIRLOCK_COMMON_EGRESS_MUX_H_
 #define AIRLOCK_COMMON_EGRESS_MUX_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -63,6 +69,19 @@ class EgressMux {
   // False, with `fd` reset and closed, when the mux is stopped or closed
   // or `id` is in use.
   bool Open(uint64_t id, int fd, const agent::v1::EgressFrame* announce = nullptr);
+  // Replace carries the connected socket `fd` as stream `id` in place of
+  // the socket pair it carried so far, `pair_end` being the other end of
+  // that pair (its owner's): bytes written to `pair_end` before the call
+  // reach the peer first, and bytes the mux wrote to the pair that were
+  // not read from `pair_end` reach `fd` first. The owner must not have
+  // ended its writing (no shutdown of `pair_end`). Both descriptors are
+  // the mux's from the call on. `done` runs once, on the mux's thread,
+  // when the stream has ended; a stream idle (no byte either way) for
+  // `idle` is reset. When `id` is not carried (it ended) both are closed
+  // and `done` runs; when the mux is stopped, that happens in this call,
+  // which returns false.
+  bool Replace(uint64_t id, int pair_end, int fd, std::function<void()> done,
+               std::chrono::milliseconds idle);
   // Reset aborts stream `id` both ways: the peer gets a reset frame (also
   // when the stream is not open here, so a peer waiting on it learns),
   // the local socket is closed with a reset. A socket closed after its
@@ -88,9 +107,14 @@ class EgressMux {
  private:
   struct Stream;
   struct Command {
-    enum Kind { kOpen, kReset, kPost, kDeliver, kClose } kind;
+    enum Kind { kOpen, kReplace, kReset, kPost, kDeliver, kClose } kind;
     uint64_t id = 0;
     int fd = -1;
+    // kReplace: the owner's end of the pair, what runs at the end, and
+    // the idle limit.
+    int pair_end = -1;
+    std::function<void()> done;
+    std::chrono::milliseconds idle{0};
     agent::v1::EgressFrame frame;
     bool announce = false;
     size_t bytes = 0;  // counted against kEgressMaxQueued
@@ -103,6 +127,12 @@ class EgressMux {
   // DrainCommands applies every queued command (loop thread).
   void DrainCommands();
   void Apply(Command& c);
+  void ApplyReplace(Command& c);
+  // EmitHeld sends what a stream holds for the peer, within its credit.
+  void EmitHeld(Stream& s);
+  // ResetIdle resets the streams idle past their limit (every few
+  // seconds, once a stream has a limit).
+  void ResetIdle();
   void ReadFrom(Stream& s);
   void WriteTo(Stream& s);
   // Finish closes a stream when both directions are done.
@@ -126,6 +156,9 @@ class EgressMux {
   // Loop thread only.
   std::map<uint64_t, std::unique_ptr<Stream>> streams_;
   bool closed_ = false;
+  bool idle_limits_ = false;  // some stream has an idle limit
+  std::chrono::milliseconds idle_check_every_{5000};  // at most the least limit
+  std::chrono::steady_clock::time_point next_idle_check_;
 
   // Frames for the transport, sent as one batch at the end of each turn
   // of the loop (or when a batch is full).

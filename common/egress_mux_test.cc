@@ -41,6 +41,12 @@ std::pair<int, int> TcpPair() {
   return {c, s};
 }
 
+std::pair<int, int> UnixPair() {
+  int sp[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+  return {sp[0], sp[1]};
+}
+
 // ReadAll reads until end of stream; *error gets errno of a failed read.
 std::string ReadAll(int fd, int* error = nullptr) {
   std::string out;
@@ -144,6 +150,9 @@ class Link {
   }
 
   std::unique_ptr<EgressMux> guest, host;
+  // Host streams on socket pairs (as proxyd's handlers have them) instead
+  // of TCP pairs.
+  bool host_pairs = false;
   std::atomic<bool> cut{false};
   std::atomic<int> host_resets{0};
   std::atomic<int> guest_eofs{0};
@@ -151,7 +160,7 @@ class Link {
  private:
   void ToHost(const EgressFrame& f) {
     if (f.kind_case() == EgressFrame::kOpen) {
-      auto [app, carried] = TcpPair();
+      auto [app, carried] = host_pairs ? UnixPair() : TcpPair();
       host->Open(f.id(), carried);
       std::lock_guard<std::mutex> lock(mu);
       host_apps[f.id()] = app;
@@ -439,6 +448,137 @@ TEST(EgressMuxTest, AnOpenAfterStopIsResetNotLeaked) {
   ReadAll(app, &error);
   EXPECT_EQ(error, ECONNRESET);
   close(app);
+}
+
+
+namespace replace {
+
+// Done counts the runs of a Replace's end.
+struct Done {
+  std::atomic<int> runs{0};
+  std::function<void()> fn() {
+    return [this] { runs++; };
+  }
+  bool WaitOnce() {
+    for (int i = 0; i < 400 && runs.load() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return runs.load() == 1;
+  }
+};
+
+std::string ReadExactly(int fd, size_t n) {
+  std::string out;
+  char buf[256];
+  while (out.size() < n) {
+    ssize_t r = read(fd, buf, std::min(sizeof(buf), n - out.size()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    out.append(buf, r);
+  }
+  return out;
+}
+
+}  // namespace replace
+
+TEST(EgressMuxTest, AReplacedStreamKeepsEveryByteInOrderBothWays) {
+  Link link;
+  link.host_pairs = true;
+  int app = link.Connect(1);
+  ASSERT_TRUE(WriteAll(app, "GET-ish head|the body the owner never read|"));
+  int owner = link.HostApp(1);
+  ASSERT_GE(owner, 0);
+  // The owner reads the head only, as a handler reads a request head, and
+  // answers before handing over; more arrives while it does.
+  EXPECT_EQ(replace::ReadExactly(owner, 13), "GET-ish head|");
+  ASSERT_TRUE(WriteAll(owner, "200 from the owner|"));
+  ASSERT_TRUE(WriteAll(app, "sent around the hand-over|"));
+  auto [upstream, carried] = TcpPair();
+  replace::Done done;
+  ASSERT_TRUE(link.host->Replace(1, owner, carried, done.fn(), std::chrono::seconds(60)));
+  ASSERT_TRUE(WriteAll(app, "after it"));
+  shutdown(app, SHUT_WR);
+  std::string big = Pattern(3 << 20, 5);
+  std::thread up([&, upstream = upstream] {
+    WriteAll(upstream, big);
+    shutdown(upstream, SHUT_WR);
+  });
+  EXPECT_EQ(ReadAll(upstream),
+            "the body the owner never read|sent around the hand-over|after it");
+  EXPECT_EQ(ReadAll(app), "200 from the owner|" + big);
+  up.join();
+  EXPECT_TRUE(done.WaitOnce());
+  close(upstream);
+  close(app);
+}
+
+TEST(EgressMuxTest, TheGuestsEndOfStreamBeforeAReplaceReachesTheNewSocket) {
+  Link link;
+  link.host_pairs = true;
+  int app = link.Connect(1);
+  ASSERT_TRUE(WriteAll(app, "all of it"));
+  shutdown(app, SHUT_WR);
+  int owner = link.HostApp(1);
+  ASSERT_GE(owner, 0);
+  EXPECT_EQ(ReadAll(owner), "all of it");  // and the end of stream
+  auto [upstream, carried] = TcpPair();
+  replace::Done done;
+  ASSERT_TRUE(link.host->Replace(1, owner, carried, done.fn(), std::chrono::seconds(60)));
+  EXPECT_EQ(ReadAll(upstream), "");  // an end of stream, not a hang
+  ASSERT_TRUE(WriteAll(upstream, "answer"));
+  close(upstream);
+  EXPECT_EQ(ReadAll(app), "answer");
+  EXPECT_TRUE(done.WaitOnce());
+  close(app);
+}
+
+TEST(EgressMuxTest, AReplacedStreamIdlePastItsLimitIsResetBothWays) {
+  Link link;
+  link.host_pairs = true;
+  int app = link.Connect(1);
+  int owner = link.HostApp(1);
+  ASSERT_GE(owner, 0);
+  auto [upstream, carried] = TcpPair();
+  replace::Done done;
+  ASSERT_TRUE(
+      link.host->Replace(1, owner, carried, done.fn(), std::chrono::milliseconds(200)));
+  int up_error = 0, app_error = 0;
+  EXPECT_EQ(ReadAll(upstream, &up_error), "");
+  EXPECT_EQ(up_error, ECONNRESET);
+  EXPECT_EQ(ReadAll(app, &app_error), "");
+  EXPECT_EQ(app_error, ECONNRESET);
+  EXPECT_TRUE(done.WaitOnce());
+  close(upstream);
+  close(app);
+}
+
+TEST(EgressMuxTest, AReplaceOfAnEndedStreamClosesBothAndRunsItsEnd) {
+  Link link;
+  auto [owner_peer, owner] = UnixPair();
+  auto [upstream, carried] = TcpPair();
+  replace::Done done;
+  ASSERT_TRUE(link.host->Replace(7, owner, carried, done.fn(), std::chrono::seconds(60)));
+  EXPECT_TRUE(done.WaitOnce());
+  EXPECT_EQ(ReadAll(owner_peer), "");
+  int error = 0;
+  EXPECT_EQ(ReadAll(upstream, &error), "");
+  EXPECT_EQ(error, ECONNRESET);
+  close(owner_peer);
+  close(upstream);
+}
+
+TEST(EgressMuxTest, AReplaceAfterStopRunsItsEndInTheCall) {
+  Link link;
+  link.host->Stop();
+  auto [owner_peer, owner] = UnixPair();
+  auto [upstream, carried] = TcpPair();
+  replace::Done done;
+  EXPECT_FALSE(link.host->Replace(1, owner, carried, done.fn(), std::chrono::seconds(60)));
+  EXPECT_EQ(done.runs.load(), 1);
+  EXPECT_EQ(ReadAll(owner_peer), "");
+  close(owner_peer);
+  close(upstream);
 }
 
 }  // namespace

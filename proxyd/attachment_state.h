@@ -43,6 +43,21 @@ namespace pb = airlock::proxy::v1;
 
 inline constexpr auto kUpstreamConnectTimeout = std::chrono::seconds(15);
 
+// GuestConnection is one guest connection as its handler holds it: its
+// end of the socket pair the mux carries, and the connection's stream
+// there, so that a connection left only to copy bytes is handed to the mux
+// (Carry) and the handler's thread is free.
+struct GuestConnection {
+  GuestConnection(int fd, SocketSet* sockets, std::shared_ptr<EgressMux> mux, uint64_t id)
+      : client(fd, sockets), mux(std::move(mux)), id(id) {}
+  Stream client;
+  std::shared_ptr<EgressMux> mux;
+  uint64_t id;
+  // The mux carries the connection now: it ends it and gives its slot
+  // of the caps back.
+  bool handed_over = false;
+};
+
 // NowMs is the wall clock in milliseconds.
 int64_t NowMs();
 
@@ -123,8 +138,8 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   }
   SocketSet* Sockets() override { return &sockets; }
 
-  bool HandleForward(Stream& client);
-  bool HandleTransparent(Stream& client, const Address& addr, uint16_t port);
+  bool HandleForward(GuestConnection& g);
+  bool HandleTransparent(GuestConnection& g, const Address& addr, uint16_t port);
   enum class FirstBytes { kTls, kHttp, kOther, kSilent };
   // Classify looks at what a client sent first (without consuming it).
   FirstBytes Classify(Stream& client, std::chrono::milliseconds wait);
@@ -132,12 +147,16 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   // one (TLS intercepted, HTTP parsed), or which is denied: HTTP and TLS
   // get answers (403 when refused), other traffic is carried when `v`
   // allows the host outright, else reset.
-  bool HandleInspected(Stream& client, const std::string& host, uint16_t port, Verdict v,
+  bool HandleInspected(GuestConnection& g, const std::string& host, uint16_t port, Verdict v,
                        pb::Path via);
   // SpliceAllowed connects an allowed connection and copies both ways;
   // false (reset) when the upstream cannot be reached.
-  bool SpliceAllowed(Stream& client, const std::string& host, uint16_t port, Verdict* v,
+  bool SpliceAllowed(GuestConnection& g, const std::string& host, uint16_t port, Verdict* v,
                      pb::Path via);
+  // Carry copies a decided connection's bytes both ways until both ends
+  // are done: the mux does it, on its thread and without the pair, when
+  // neither side has TLS; this thread when one has.
+  void Carry(GuestConnection& g, Stream& upstream);
   void ServeIntercepted(Stream& client, const std::string& host, uint16_t port, pb::Path via);
 };
 

@@ -16,8 +16,16 @@ namespace airlock::proxyd {
 
 Stream::~Stream() {
   ssl_.reset();
-  if (sockets_ != nullptr) sockets_->Remove(fd_);
+  if (sockets_ != nullptr && fd_ >= 0) sockets_->Remove(fd_);
   if (fd_ >= 0) close(fd_);
+}
+
+int Stream::Release() {
+  int fd = fd_;
+  if (sockets_ != nullptr && fd_ >= 0) sockets_->Remove(fd_);
+  fd_ = -1;
+  write_shut_ = true;
+  return fd;
 }
 
 ssize_t Stream::Read(char* buf, size_t n) {

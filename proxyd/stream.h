@@ -40,6 +40,9 @@ class Stream {
   bool WriteAll(absl::string_view data);
   // ShutdownWrite sends end of stream (TLS close_notify, then FIN).
   void ShutdownWrite();
+  // Release gives up the plain socket (no TLS on it): it is no longer
+  // tracked or closed here, and the stream is left without one.
+  int Release();
   // Pending is true when TLS has decrypted bytes buffered (poll cannot see
   // them).
   bool Pending() const { return ssl_ != nullptr && SSL_pending(ssl_.get()) > 0; }

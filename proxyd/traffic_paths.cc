@@ -13,7 +13,8 @@ namespace airlock::proxyd {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-bool Attachment::State::HandleForward(Stream& client) {
+bool Attachment::State::HandleForward(GuestConnection& g) {
+  Stream& client = g.client;
   auto head = ReadHead(client, kMaxHead);
   if (!head.ok()) {
     if (head.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -50,7 +51,7 @@ bool Attachment::State::HandleForward(Stream& client) {
     // Method/path rules (or a credential) apply to this host: look inside
     // the tunnel.
     if (!client.WriteAll("HTTP/1.1 200 Connection established\r\n\r\n")) return true;
-    return HandleInspected(client, target->host, target->port, v, pb::FORWARD);
+    return HandleInspected(g, target->host, target->port, v, pb::FORWARD);
   }
   auto fd = Connect(target->host, target->port, &v);
   Record(target->host, target->port, "", "", v, pb::FORWARD);
@@ -65,11 +66,12 @@ bool Attachment::State::HandleForward(Stream& client) {
   Stream upstream(*fd, &sockets);
   SetTimeouts(*fd, kIdleTimeout);
   if (!client.WriteAll("HTTP/1.1 200 Connection established\r\n\r\n")) return true;
-  Splice(client, upstream);
+  Carry(g, upstream);
   return true;
 }
 
-bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, uint16_t port) {
+bool Attachment::State::HandleTransparent(GuestConnection& g, const Address& addr,
+                                          uint16_t port) {
   std::string name = names.NameOf(addr);
   std::string shown = name.empty() ? AddressText(addr) : name;
   Verdict v = name.empty() ? Decide("", &addr, port, false, "", "")
@@ -86,7 +88,7 @@ bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, u
         if (!fd.ok()) return false;
         Stream upstream(*fd, &sockets);
         SetTimeouts(*fd, kIdleTimeout);
-        Splice(client, upstream);
+        Carry(g, upstream);
         return true;
       }
       // A protected address the rules do not name: refused like any deny.
@@ -95,7 +97,7 @@ bool Attachment::State::HandleTransparent(Stream& client, const Address& addr, u
   // Denied, or HTTP rules apply: an HTTP or TLS client gets its request
   // decided (and a 403 when refused); anything else is reset, or carried
   // when the host is allowed outright.
-  return HandleInspected(client, shown, port, v, pb::TRANSPARENT);
+  return HandleInspected(g, shown, port, v, pb::TRANSPARENT);
 }
 
 Attachment::State::FirstBytes Attachment::State::Classify(Stream& client, milliseconds wait) {
@@ -114,8 +116,9 @@ Attachment::State::FirstBytes Attachment::State::Classify(Stream& client, millis
                                                                            : FirstBytes::kOther;
 }
 
-bool Attachment::State::HandleInspected(Stream& client, const std::string& host, uint16_t port,
-                                        Verdict v, pb::Path via) {
+bool Attachment::State::HandleInspected(GuestConnection& g, const std::string& host,
+                                        uint16_t port, Verdict v, pb::Path via) {
+  Stream& client = g.client;
   FirstBytes kind = Classify(client, seconds(5));
   std::unique_ptr<Stream> upstream;
   if (kind == FirstBytes::kSilent) {
@@ -137,7 +140,7 @@ bool Attachment::State::HandleInspected(Stream& client, const std::string& host,
     if (poll(p, 2, static_cast<int>(kIdleTimeout.count() * 1000)) <= 0) return false;
     if (p[1].revents != 0 && p[0].revents == 0) {
       Record(host, port, "", "", v, via);
-      Splice(client, *upstream);
+      Carry(g, *upstream);
       return true;
     }
     kind = Classify(client, seconds(5));
@@ -162,21 +165,39 @@ bool Attachment::State::HandleInspected(Stream& client, const std::string& host,
     Record(host, port, "", "", v, via);
     return false;
   }
-  if (upstream == nullptr) return SpliceAllowed(client, host, port, &v, via);
+  if (upstream == nullptr) return SpliceAllowed(g, host, port, &v, via);
   Record(host, port, "", "", v, via);
-  Splice(client, *upstream);
+  Carry(g, *upstream);
   return true;
 }
 
-bool Attachment::State::SpliceAllowed(Stream& client, const std::string& host, uint16_t port,
-                                      Verdict* v, pb::Path via) {
+bool Attachment::State::SpliceAllowed(GuestConnection& g, const std::string& host,
+                                      uint16_t port, Verdict* v, pb::Path via) {
   auto fd = Connect(host, port, v);
   Record(host, port, "", "", *v, via);
   if (!fd.ok()) return false;
   Stream upstream(*fd, &sockets);
   SetTimeouts(*fd, kIdleTimeout);
-  Splice(client, upstream);
+  Carry(g, upstream);
   return true;
+}
+
+void Attachment::State::Carry(GuestConnection& g, Stream& upstream) {
+  if (g.client.tls() || upstream.tls()) {
+    Splice(g.client, upstream);
+    return;
+  }
+  // What the client sent past the head its handler read goes first.
+  if (!g.client.unread().empty()) {
+    if (!upstream.WriteAll(g.client.unread())) return;
+    g.client.unread().clear();
+  }
+  int pair_end = g.client.Release();
+  int fd = upstream.Release();
+  g.handed_over = true;
+  g.mux->Replace(
+      g.id, pair_end, fd, [this] { px->caps->Release(&open); },
+      std::chrono::duration_cast<milliseconds>(kIdleTimeout));
 }
 
 void Attachment::State::ServeIntercepted(Stream& client, const std::string& host, uint16_t port,

@@ -130,19 +130,20 @@ void Attachment::State::Accept(const std::shared_ptr<EgressMux>& mux, uint64_t i
 void Attachment::State::Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id,
                               const agentpb::EgressConnection& c, int fd) {
   {
-    Stream client(fd, &sockets);
+    GuestConnection g(fd, &sockets, mux, id);
     SetTimeouts(fd, kIdleTimeout);
-    bool ok = c.via() == agentpb::EGRESS_FORWARD ? HandleForward(client) : [&] {
+    bool ok = c.via() == agentpb::EGRESS_FORWARD ? HandleForward(g) : [&] {
       Address addr{};
       if (!policy::ParseAddress(c.address(), &addr) || c.port() == 0 || c.port() > 65535) {
         return false;
       }
-      return HandleTransparent(client, addr, static_cast<uint16_t>(c.port()));
+      return HandleTransparent(g, addr, static_cast<uint16_t>(c.port()));
     }();
+    if (g.handed_over) return;  // the mux ends it and gives the slot back
     // A reset is asked for before the end closes, so the guest sees a
     // reset, never an end of stream.
     if (!ok) mux->Reset(id);
-    client.ShutdownWrite();
+    g.client.ShutdownWrite();
   }  // closes fd
   px->caps->Release(&open);
 }
