@@ -920,24 +920,44 @@ try:
     if "connect" in cases:
         print(f"3. CONNECT tunnel: TLS download of {args.mib} MiB from nginx by curl "
               f"(min/median/max of {args.repeat})")
-        rates = {}
-        for col, proxy in (("direct", None), ("proxyd", forward_port),
-                           ("squid", squid_plain if squid_proc else None)):
+        rates, per_gib, busy = {}, {}, {}
+        for col, proxy, pids in (("direct", None, {}), ("proxyd", forward_port, proxyd_pids),
+                                 ("squid", squid_plain if squid_proc else None, squid_pids)):
             if col == "squid" and not squid_proc:
                 print(f"  {col}: not measured: {squid_error}")
                 continue
             try:
-                rates[col] = [curl_download(proxy, nginx_tls, args.mib)
-                              for _ in range(args.repeat)]
+                rates[col], per_gib[col], busy[col] = [], [], []
+                for _ in range(args.repeat):
+                    c0 = cpu_seconds(pids) if pids else None
+                    b0, w0 = host_busy_seconds(), time.monotonic()
+                    rates[col].append(curl_download(proxy, nginx_tls, args.mib))
+                    busy[col].append((host_busy_seconds() - b0) / (time.monotonic() - w0)
+                                     / os.cpu_count() * 100)
+                    c1 = cpu_seconds(pids) if pids else None
+                    if c0 and c1:
+                        per_gib[col].append(sum(c1[k] - c0[k] for k in c1) * 1024 / args.mib)
             except Exception as e:
+                rates.pop(col, None)
                 print(f"  {col}: failed: {type(e).__name__}: {e}")
         cols = ["direct", "proxyd", "squid"]
         med = lambda c: statistics.median(rates[c]) if c in rates else None
+        med_cpu = lambda c: statistics.median(per_gib[c]) if per_gib.get(c) else None
         print(f"  {'':27}" + "".join(f"{c:>22}" for c in cols)
               + f"{'proxyd/direct':>15}{'proxyd/squid':>14}")
         print(f"  {'MiB/s':27}" + "".join(f"{fmt3(mmm3(rates.get(c)), '.0f'):>22}" for c in cols)
               + f"{fmt(ratio(med('proxyd'), med('direct')), '.2f'):>15}"
               + f"{fmt(ratio(med('proxyd'), med('squid')), '.2f'):>14}")
+        print(f"  {'proxy CPU-s per GiB':27}"
+              + "".join(f"{fmt3(mmm3(per_gib.get(c)) if per_gib.get(c) else None, '.2f'):>22}"
+                        for c in cols)
+              + f"{'-':>15}{fmt(ratio(med_cpu('proxyd'), med_cpu('squid')), '.2f'):>14}")
+        print(f"  {'host CPUs busy (%)':27}"
+              + "".join(f"{fmt3(mmm3(busy.get(c)) if busy.get(c) else None, '.0f'):>22}"
+                        for c in cols))
+        print("  (proxyd's CPU is proxyd's and egress_harness's, the guest agent's side of the "
+              "tunnel; where\n  direct keeps the host's CPUs busy, a proxy's CPU per GiB is "
+              "what bounds its rate)")
         print()
 
     if "inject" in cases:

@@ -16,9 +16,6 @@ using agent::v1::EgressFrames;
 
 namespace {
 
-// A receiver credits back what it wrote out in steps of this much; the
-// sender then always has at least 3/4 of its window (no stall, few frames).
-constexpr uint64_t kCreditStep = kEgressWindow / 4;
 
 void CloseWithReset(int fd) {
   linger l = {1, 0};
@@ -37,14 +34,22 @@ EgressFrame Frame(uint64_t id) {
 struct EgressMux::Stream {
   uint64_t id = 0;
   int fd = -1;
-  uint32_t events = 0;      // epoll interest now
-  bool registered = false;  // in the epoll set
+  // In the epoll set, edge-triggered for both directions once and for
+  // all (no epoll_ctl as credit comes and goes). What the edges said:
+  // bytes (or an end) may be waiting to be read; the socket hung up
+  // both ways; it failed.
+  bool registered = false;
+  bool readable = false;
+  bool ends = false;  // the other end's end of stream is queued too
+  bool hung_up = false;
+  bool failed = false;
   // Toward the peer.
   uint64_t send_credit = kEgressWindow;
   bool read_done = false;  // our eof went out
   // From the peer.
   std::string out;         // to write to fd
   size_t out_off = 0;
+  uint64_t window = kEgressWindow;  // what the peer may have in flight
   uint64_t in_flight = 0;  // received, not yet credited back
   uint64_t written = 0;    // of in_flight, written to fd
   bool peer_eof = false;
@@ -208,25 +213,23 @@ void EgressMux::Loop() {
       uint32_t got = events[i].events;
       auto it = streams_.find(id);
       if (it == streams_.end()) continue;
-      if ((got & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && it->second->out_off < it->second->out.size()) {
-        WriteTo(*it->second);
-      }
+      Stream& st = *it->second;
+      if (got & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)) st.readable = true;
+      if (got & (EPOLLRDHUP | EPOLLHUP)) st.ends = true;
+      if (got & EPOLLHUP) st.hung_up = true;
+      if (got & EPOLLERR) st.failed = true;
+      if ((got & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && st.out_off < st.out.size()) WriteTo(st);
       it = streams_.find(id);
       if (it == streams_.end()) continue;
-      Stream& st = *it->second;
-      if ((got & (EPOLLIN | EPOLLERR | EPOLLHUP)) && (st.events & EPOLLIN)) {
-        ReadFrom(st);
-      } else if ((got & (EPOLLHUP | EPOLLERR)) && st.read_done && st.out_off == st.out.size()) {
-        // Our eof went out and the local end is gone both ways: nothing
-        // more can be carried here. A local error (the guest's app reset)
-        // is passed on; a plain close (proxyd's handler closed its end of
-        // the pair) is not, so the peer still delivers all it has.
-        if (got & EPOLLERR) {
-          Abort(id, true);
-        } else {
-          close(st.fd);
-          streams_.erase(it);
-        }
+      if (it->second->readable) ReadFrom(*it->second);
+      MaybeFinish(id);
+    }
+    while (!credited_.empty()) {
+      std::vector<uint64_t> ids;
+      ids.swap(credited_);
+      for (uint64_t id : ids) {
+        auto it = streams_.find(id);
+        if (it != streams_.end() && it->second->readable) ReadFrom(*it->second);
       }
     }
     Flush();
@@ -282,7 +285,7 @@ void EgressMux::Apply(Command& c) {
       Stream& ref = *s;
       streams_[c.id] = std::move(s);
       if (c.announce) Emit(std::move(c.frame));
-      UpdateInterest(ref);
+      Register(ref);
       return;
     }
     case Command::kReplace:
@@ -318,7 +321,7 @@ void EgressMux::Apply(Command& c) {
     case EgressFrame::kData:
       // Data after an eof, or past the window the peer was given, breaks
       // the protocol: the stream ends.
-      if (s.peer_eof || s.in_flight + f.data().size() > kEgressWindow) {
+      if (s.peer_eof || s.in_flight + f.data().size() > s.window) {
         Abort(s.id, true);
         return;
       }
@@ -337,13 +340,16 @@ void EgressMux::Apply(Command& c) {
       Abort(s.id, false);
       return;
     case EgressFrame::kWindow:
-      if (s.send_credit + f.window() > 2ull * kEgressWindow) {
+      if (s.send_credit + f.window() > 2ull * kEgressMaxWindow) {
         Abort(s.id, true);
         return;
       }
       s.send_credit += f.window();
       EmitHeld(s);
-      UpdateInterest(s);
+      // Read after the commands, never among them: a read that meets the
+      // end applies the commands queued since (DrainCommands), which must
+      // not overtake the rest of this batch.
+      if (s.readable) credited_.push_back(s.id);
       return;
     default:
       return;
@@ -352,36 +358,50 @@ void EgressMux::Apply(Command& c) {
 
 void EgressMux::ReadFrom(Stream& s) {
   static thread_local std::string buf;
-  size_t want = std::min<uint64_t>(s.send_credit, kEgressMaxFrame);
-  buf.resize(want);
-  ssize_t n = read(s.fd, buf.data(), want);
-  if (n > 0) {
-    if (s.idle.count() > 0) s.last_active = std::chrono::steady_clock::now();
-    EgressFrame f = Frame(s.id);
-    f.set_data(buf.data(), n);
+  // Until the socket has nothing more (an edge comes with the next
+  // bytes), the credit is spent, or the end.
+  while (!s.read_done && s.send_credit > 0 && s.held.empty()) {
+    size_t want = std::min<uint64_t>(s.send_credit, kEgressMaxFrame);
+    buf.resize(want);
+    ssize_t n = read(s.fd, buf.data(), want);
+    if (n > 0) {
+      if (s.idle.count() > 0) s.last_active = std::chrono::steady_clock::now();
+      EgressFrame f = Frame(s.id);
+      f.set_data(buf.data(), n);
+      Emit(std::move(f));
+      s.send_credit -= n;
+      // A short read of a stream socket took all the bytes it had; only
+      // an end of stream may follow them, and then it was in the edge.
+      if (static_cast<size_t>(n) < want && !s.ends) {
+        s.readable = false;
+        return;
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      s.readable = false;
+      return;
+    }
+    uint64_t id = s.id;
+    if (n < 0) {
+      Abort(id, true);
+      return;
+    }
+    // End of stream: a Reset asked for before the socket was closed comes
+    // first, so a handler's reset is never sent as an eof.
+    DrainCommands();
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return;
+    Stream& still = *it->second;
+    EgressFrame f = Frame(id);
+    f.set_eof(true);
     Emit(std::move(f));
-    s.send_credit -= n;
-    UpdateInterest(s);
+    still.read_done = true;
+    still.readable = false;
+    MaybeFinish(id);
     return;
   }
-  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-  uint64_t id = s.id;
-  if (n < 0) {
-    Abort(id, true);
-    return;
-  }
-  // End of stream: a Reset asked for before the socket was closed comes
-  // first, so a handler's reset is never sent as an eof.
-  DrainCommands();
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return;
-  Stream& still = *it->second;
-  EgressFrame f = Frame(id);
-  f.set_eof(true);
-  Emit(std::move(f));
-  still.read_done = true;
-  UpdateInterest(still);
-  MaybeFinish(id);
 }
 
 void EgressMux::WriteTo(Stream& s) {
@@ -405,9 +425,23 @@ void EgressMux::WriteTo(Stream& s) {
     s.out.clear();
     s.out_off = 0;
   }
-  if (s.written >= kCreditStep) {
+  // What was written out is credited back in steps of a quarter of the
+  // window: the sender always has at least 3/4 of it (no stall, few
+  // frames).
+  if (s.written >= s.window / 4) {
+    uint64_t grant = s.written;
+    // A stream whose local reader takes what comes gets a wider window
+    // with each credit, while the mux's budget lasts (a stalled reader
+    // earns no credit, so its stream never widens).
+    if (s.window < kEgressMaxWindow && widened_ < kEgressWideningBudget) {
+      uint64_t wider = std::min<uint64_t>(
+          {s.window, kEgressMaxWindow - s.window, kEgressWideningBudget - widened_});
+      s.window += wider;
+      widened_ += wider;
+      grant += wider;
+    }
     EgressFrame f = Frame(s.id);
-    f.set_window(static_cast<uint32_t>(s.written));
+    f.set_window(static_cast<uint32_t>(grant));
     Emit(std::move(f));
     s.in_flight -= s.written;
     s.written = 0;
@@ -416,7 +450,6 @@ void EgressMux::WriteTo(Stream& s) {
     shutdown(s.fd, SHUT_WR);
     s.shut_wr = true;
   }
-  UpdateInterest(s);
   MaybeFinish(s.id);
 }
 
@@ -424,8 +457,27 @@ void EgressMux::MaybeFinish(uint64_t id) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   Stream& s = *it->second;
-  if (!s.read_done || !s.shut_wr) return;
-  close(s.fd);  // both ways done: a clean close
+  if (!s.read_done) return;
+  if (s.shut_wr) {
+    close(s.fd);  // both ways done: a clean close
+    Forget(it);
+    return;
+  }
+  // Our eof went out and the local end is gone both ways: nothing more
+  // can be carried here. A local error (the guest's app reset) is passed
+  // on; a plain close (proxyd's handler closed its end of the pair) is
+  // not, so the peer still delivers all it has.
+  if (!(s.hung_up || s.failed) || s.out_off < s.out.size()) return;
+  if (s.failed) {
+    Abort(id, true);
+    return;
+  }
+  close(s.fd);
+  Forget(it);
+}
+
+void EgressMux::Forget(std::map<uint64_t, std::unique_ptr<Stream>>::iterator it) {
+  widened_ -= it->second->window - kEgressWindow;
   streams_.erase(it);
 }
 
@@ -433,7 +485,7 @@ void EgressMux::Abort(uint64_t id, bool tell_peer) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   CloseWithReset(it->second->fd);  // also leaves the epoll set
-  streams_.erase(it);
+  Forget(it);
   if (tell_peer && !closed_) {
     EgressFrame f = Frame(id);
     f.set_reset(true);
@@ -441,29 +493,12 @@ void EgressMux::Abort(uint64_t id, bool tell_peer) {
   }
 }
 
-void EgressMux::UpdateInterest(Stream& s) {
-  uint32_t want = 0;
-  if (!s.read_done && s.send_credit > 0 && s.held.empty()) want |= EPOLLIN;
-  if (s.out_off < s.out.size()) want |= EPOLLOUT;
-  // With our eof sent, the fd stays in the set for its hang-up (the Loop
-  // ends the stream on it); otherwise an fd with no interest leaves the
-  // set, since epoll would report a hang-up on every wait.
-  bool registered = want != 0 || s.read_done;
-  if (want == s.events && registered == s.registered) return;
+void EgressMux::Register(Stream& s) {
   epoll_event ev{};
-  ev.events = want;
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.u64 = s.id;
-  int rc = 0;
-  if (!registered) {
-    rc = epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
-  } else if (!s.registered) {
-    rc = epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev);
-  } else {
-    rc = epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, s.fd, &ev);
-  }
-  s.events = want;
-  s.registered = registered;
-  if (rc != 0) Abort(s.id, true);  // never left waiting for an event
+  s.registered = epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev) == 0;
+  if (!s.registered) Abort(s.id, true);  // never left waiting for an event
 }
 
 void EgressMux::Emit(EgressFrame f) {
@@ -512,7 +547,10 @@ void EgressMux::ApplyReplace(Command& c) {
   fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
   s.fd = c.fd;
   s.registered = false;
-  s.events = 0;
+  s.readable = false;
+  s.ends = false;
+  s.hung_up = false;
+  s.failed = false;
   s.out = unread + s.out.substr(s.out_off);
   s.out_off = 0;
   s.counted = unread.size();
@@ -528,7 +566,7 @@ void EgressMux::ApplyReplace(Command& c) {
     idle_limits_ = true;
   }
   EmitHeld(s);
-  UpdateInterest(s);
+  Register(s);
   if (streams_.count(c.id) != 0) WriteTo(s);
 }
 

@@ -5,15 +5,17 @@
 // (its handler works on the other end like on a socket).
 //
 // What it holds:
-// - Flow control per stream: each side sends at most kEgressWindow bytes
+// - Flow control per stream: each side sends at most its window (from
+//   kEgressWindow, widened by the receiver up to kEgressMaxWindow) bytes
 //   of a stream beyond what the other side has written out and credited
 //   back, so one slow reader never holds more than that in memory and one
 //   stream cannot stall the others on the shared transport. A peer that
 //   sends past its window has its stream reset.
 // - Half-close (eof) and reset both ways; a local socket that fails or is
 //   reset is reset on the other side too.
-// - One thread reads and writes every local socket (epoll) and sends each
-//   turn's frames as one batch; nothing blocks on a single stream.
+// - One thread reads and writes every local socket (epoll, edge-triggered)
+//   and sends each turn's frames as one batch; nothing blocks on a single
+//   stream.
 // - Handing over (Replace): proxyd's handler, once all that is left of a
 //   connection is copying bytes to an upstream socket, gives that socket
 //   to the mux in place of the pair, so a tunnel's bytes cross one thread
@@ -42,8 +44,15 @@
 
 namespace airlock {
 
-// Bytes of one stream a side may have in flight toward the other.
+// Bytes of one stream a side may have in flight toward the other: at
+// first, and at most once the receiver has widened the window of a
+// stream whose local reader takes what comes (a wide window needs fewer
+// credits, and every credit is a wake-up on both sides). The widening a
+// mux gives all its streams together is bounded, so what a peer can make
+// it hold is at most kEgressWindow per stream plus kEgressWideningBudget.
 inline constexpr uint32_t kEgressWindow = 256 * 1024;
+inline constexpr uint32_t kEgressMaxWindow = 1024 * 1024;
+inline constexpr uint64_t kEgressWideningBudget = 32 * 1024 * 1024;
 // Largest data frame, and about the largest batch, the mux sends.
 inline constexpr size_t kEgressMaxFrame = 64 * 1024;
 inline constexpr size_t kEgressMaxBatch = 1024 * 1024;
@@ -133,13 +142,19 @@ class EgressMux {
   // ResetIdle resets the streams idle past their limit (every few
   // seconds, once a stream has a limit).
   void ResetIdle();
+  // ReadFrom reads what a stream's socket has, within its credit. Never
+  // called while DrainCommands applies a batch: at an end of stream it
+  // applies the commands queued since, which would overtake the rest.
   void ReadFrom(Stream& s);
   void WriteTo(Stream& s);
   // Finish closes a stream when both directions are done.
   void MaybeFinish(uint64_t id);
   // Abort closes the local socket with a reset; `tell_peer` sends a reset.
   void Abort(uint64_t id, bool tell_peer);
-  void UpdateInterest(Stream& s);
+  // Forget erases a stream, giving back its widening.
+  void Forget(std::map<uint64_t, std::unique_ptr<Stream>>::iterator it);
+  // Register adds a stream's socket to the epoll set (or resets it).
+  void Register(Stream& s);
   void Emit(agent::v1::EgressFrame f);
   void Flush();
 
@@ -156,6 +171,8 @@ class EgressMux {
   // Loop thread only.
   std::map<uint64_t, std::unique_ptr<Stream>> streams_;
   bool closed_ = false;
+  uint64_t widened_ = 0;      // of kEgressWideningBudget, given to streams
+  std::vector<uint64_t> credited_;  // streams with new credit and bytes to read
   bool idle_limits_ = false;  // some stream has an idle limit
   std::chrono::milliseconds idle_check_every_{5000};  // at most the least limit
   std::chrono::steady_clock::time_point next_idle_check_;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -112,7 +113,10 @@ class Link {
   Link() {
     guest = std::make_unique<EgressMux>([this](const EgressFrames& b) {
       if (cut) return false;
-      for (const EgressFrame& f : b.frames()) ToHost(f);
+      for (const EgressFrame& f : b.frames()) {
+        if (f.kind_case() == EgressFrame::kReset) guest_resets++;
+        ToHost(f);
+      }
       return true;
     });
     host = std::make_unique<EgressMux>([this](const EgressFrames& b) {
@@ -155,6 +159,7 @@ class Link {
   bool host_pairs = false;
   std::atomic<bool> cut{false};
   std::atomic<int> host_resets{0};
+  std::atomic<int> guest_resets{0};
   std::atomic<int> guest_eofs{0};
 
  private:
@@ -200,17 +205,51 @@ TEST(EgressMuxTest, ManyMegabytesBothWaysAtOnceArriveWhole) {
   Link link;
   int guest = link.Connect(1);
   int host = link.HostApp(1);
-  std::string up = Pattern(8 << 20, 1), down = Pattern(8 << 20, 2);
+  // Every 8 bytes say where they belong, so a failure says where the
+  // bytes it found came from.
+  auto numbered = [](size_t n, uint64_t seed) {
+    std::string s(n, '\0');
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+      uint64_t v = (seed << 56) | i;
+      memcpy(&s[i], &v, 8);
+    }
+    return s;
+  };
+  std::string up = numbered(8 << 20, 1), down = numbered(8 << 20, 2);
   std::string got_up, got_down;
   std::thread w1([&] { WriteAll(guest, up); shutdown(guest, SHUT_WR); });
   std::thread w2([&] { WriteAll(host, down); shutdown(host, SHUT_WR); });
-  std::thread r1([&] { got_down = ReadAll(guest); });
+  int down_error = 0;
+  std::thread r1([&] { got_down = ReadAll(guest, &down_error); });
   got_up = ReadAll(host);
   r1.join();
   w1.join();
   w2.join();
-  EXPECT_TRUE(got_up == up) << got_up.size();
-  EXPECT_TRUE(got_down == down) << got_down.size();
+  auto first_difference = [](const std::string& a, const std::string& b) {
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    return i;
+  };
+  auto from = [](const std::string& got, const std::string&, size_t at) {
+    at &= ~size_t{7};
+    if (at + 8 > got.size()) return std::string("-");
+    uint64_t v;
+    memcpy(&v, &got[at], 8);
+    return std::to_string(v & ((uint64_t{1} << 56) - 1));
+  };
+  size_t d = first_difference(got_up, up);
+  EXPECT_TRUE(got_up == up) << got_up.size() << " bytes, first difference at " << d
+                            << ", the bytes there are from " << from(got_up, up, d)
+                            << ", 64 KiB later from " << from(got_up, up, d + 65536)
+                            << ", 128 KiB later from " << from(got_up, up, d + 131072);
+  size_t e = first_difference(got_down, down);
+  EXPECT_TRUE(got_down == down) << got_down.size() << " bytes, first difference at " << e
+                                << ", the bytes there are from " << from(got_down, down, e)
+                                << ", 64 KiB later from " << from(got_down, down, e + 65536)
+                                << ", 128 KiB later from " << from(got_down, down, e + 131072)
+                                << "; resets from the host " << link.host_resets.load()
+                                << ", from the guest " << link.guest_resets.load()
+                                << "; the read's error " << down_error;
   close(guest);
   close(host);
 }
@@ -579,6 +618,105 @@ TEST(EgressMuxTest, AReplaceAfterStopRunsItsEndInTheCall) {
   EXPECT_EQ(ReadAll(owner_peer), "");
   close(owner_peer);
   close(upstream);
+}
+
+TEST(EgressMuxTest, AStreamWhoseReaderKeepsUpGetsAWiderWindowNeverPastTheMost) {
+  Recorder rec;
+  EgressMux mux(rec.send());
+  auto [app, carried] = UnixPair();
+  ASSERT_TRUE(mux.Open(1, carried));
+  std::atomic<uint64_t> got{0};
+  std::thread reader([&, app = app] {
+    char buf[65536];
+    while (true) {
+      ssize_t n = read(app, buf, sizeof(buf));
+      if (n <= 0) return;
+      got += n;
+    }
+  });
+  // A sender that keeps to its credit, as the peer's mux does.
+  const std::string chunk(64 * 1024, 'x');
+  const uint64_t total = 16ull << 20;
+  uint64_t credit = kEgressWindow, most = credit, sent = 0;
+  size_t seen = 0;
+  bool reset = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (sent < total && !reset && std::chrono::steady_clock::now() < deadline) {
+    if (credit >= chunk.size()) {
+      EgressFrame f;
+      f.set_id(1);
+      f.set_data(chunk);
+      ASSERT_TRUE(mux.Deliver(f));
+      credit -= chunk.size();
+      sent += chunk.size();
+      continue;
+    }
+    std::vector<EgressFrame> frames = rec.frames();
+    for (; seen < frames.size(); ++seen) {
+      if (frames[seen].kind_case() == EgressFrame::kWindow) credit += frames[seen].window();
+      if (frames[seen].kind_case() == EgressFrame::kReset) reset = true;
+    }
+    most = std::max(most, credit);
+    if (credit < chunk.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE(reset);
+  EXPECT_EQ(sent, total);
+  EXPECT_GT(most, kEgressWindow);
+  EXPECT_LE(most, kEgressMaxWindow);
+  EgressFrame eof;
+  eof.set_id(1);
+  eof.set_eof(true);
+  ASSERT_TRUE(mux.Deliver(eof));
+  reader.join();  // all of it written, then the end
+  mux.Stop();
+  EXPECT_EQ(got.load(), total);
+  close(app);
+}
+
+TEST(EgressMuxTest, DataPastAWidenedWindowStillResetsTheStream) {
+  Recorder rec;
+  EgressMux mux(rec.send());
+  auto [app, carried] = UnixPair();
+  ASSERT_TRUE(mux.Open(1, carried));
+  // Fill what the app's socket takes, read it all, so the window widens
+  // to the most; then the app stops reading.
+  const std::string chunk(64 * 1024, 'x');
+  uint64_t credit = kEgressWindow;
+  size_t seen = 0;
+  for (int round = 0; round < 64; ++round) {
+    while (credit >= chunk.size()) {
+      EgressFrame f;
+      f.set_id(1);
+      f.set_data(chunk);
+      ASSERT_TRUE(mux.Deliver(f));
+      credit -= chunk.size();
+      char buf[65536];
+      size_t left = chunk.size();
+      while (left > 0) {
+        ssize_t n = read(app, buf, std::min(sizeof(buf), left));
+        ASSERT_GT(n, 0);
+        left -= n;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::vector<EgressFrame> frames = rec.frames();
+    for (; seen < frames.size(); ++seen) {
+      if (frames[seen].kind_case() == EgressFrame::kWindow) credit += frames[seen].window();
+    }
+  }
+  ASSERT_GT(credit, kEgressWindow);
+  // The app reads no more: exactly the credit is taken, one byte past it
+  // is a reset.
+  std::string all(credit, 'y');
+  EgressFrame f;
+  f.set_id(1);
+  f.set_data(all);
+  ASSERT_TRUE(mux.Deliver(f));
+  f.set_data("z");
+  ASSERT_TRUE(mux.Deliver(f));
+  EXPECT_TRUE(rec.WaitFor([](const EgressFrame& f) { return f.id() == 1 && f.reset(); }));
+  mux.Stop();
+  close(app);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <malloc.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -24,6 +25,7 @@ TEST(MallocTuningTest, AFreedBulkBufferStaysInTheHeap) {
   memset(a, 2, kSize);
   EXPECT_EQ(mallinfo2().hblkhd, 0u) << "mapped on its own despite the threshold";
   EXPECT_GE(mallinfo2().arena, arena_before + kSize);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(a);
   free(a);
   // Still in the heap after the free: free space, not returned.
   struct mallinfo2 after = mallinfo2();
@@ -31,7 +33,7 @@ TEST(MallocTuningTest, AFreedBulkBufferStaysInTheHeap) {
   EXPECT_GE(after.fordblks, kSize);
   // The next buffer of that size takes the same memory.
   char* b = static_cast<char*>(malloc(kSize));
-  EXPECT_EQ(b, a);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b), first);
   free(b);
 }
 

@@ -214,7 +214,9 @@ absl::Status SwitchRoot(const std::string& new_root, const std::string& hostname
       !s.ok()) {
     return s;
   }
-  sethostname(hostname.data(), hostname.size());
+  if (sethostname(hostname.data(), hostname.size()) != 0) {
+    return absl::InternalError(absl::StrCat("setting the hostname: ", strerror(errno)));
+  }
   int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (sock >= 0) {
     struct ifreq ifr{};
