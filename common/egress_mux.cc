@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace airlock {
@@ -39,6 +40,7 @@ struct EgressMux::Stream {
   // bytes (or an end) may be waiting to be read; the socket hung up
   // both ways; it failed.
   bool registered = false;
+  bool local = false;  // an AF_UNIX socket
   bool readable = false;
   bool ends = false;  // the other end's end of stream is queued too
   bool hung_up = false;
@@ -69,7 +71,9 @@ struct EgressMux::Stream {
   }
 };
 
-EgressMux::EgressMux(Send send) : send_(std::move(send)) {
+EgressMux::EgressMux(Send send, uint32_t widen_to)
+    : send_(std::move(send)),
+      widen_to_(std::clamp<uint64_t>(widen_to, kEgressWindow, kEgressMaxWindow)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_event ev{};
@@ -370,9 +374,10 @@ void EgressMux::ReadFrom(Stream& s) {
       f.set_data(buf.data(), n);
       Emit(std::move(f));
       s.send_credit -= n;
-      // A short read of a stream socket took all the bytes it had; only
-      // an end of stream may follow them, and then it was in the edge.
-      if (static_cast<size_t>(n) < want && !s.ends) {
+      // A short read of a local socket took all the bytes it had; only an
+      // end of stream may follow them, and then it was in the edge. TCP
+      // also stops short at urgent data with more behind it: read on.
+      if (static_cast<size_t>(n) < want && !s.ends && s.local) {
         s.readable = false;
         return;
       }
@@ -433,9 +438,9 @@ void EgressMux::WriteTo(Stream& s) {
     // A stream whose local reader takes what comes gets a wider window
     // with each credit, while the mux's budget lasts (a stalled reader
     // earns no credit, so its stream never widens).
-    if (s.window < kEgressMaxWindow && widened_ < kEgressWideningBudget) {
+    if (s.window < widen_to_ && widened_ < kEgressWideningBudget) {
       uint64_t wider = std::min<uint64_t>(
-          {s.window, kEgressMaxWindow - s.window, kEgressWideningBudget - widened_});
+          {s.window, widen_to_ - s.window, kEgressWideningBudget - widened_});
       s.window += wider;
       widened_ += wider;
       grant += wider;
@@ -497,6 +502,9 @@ void EgressMux::Register(Stream& s) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.u64 = s.id;
+  int domain = 0;
+  socklen_t len = sizeof(domain);
+  s.local = getsockopt(s.fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_UNIX;
   s.registered = epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev) == 0;
   if (!s.registered) Abort(s.id, true);  // never left waiting for an event
 }
@@ -524,6 +532,12 @@ void EgressMux::ApplyReplace(Command& c) {
     return;
   }
   Stream& s = *it->second;
+  if (s.done) {
+    // Handed over already: this Replace is not about the socket pair the
+    // stream carries (its owner never held it).
+    Refuse(c.fd, c.pair_end, std::move(c.done));
+    return;
+  }
   fcntl(c.pair_end, F_SETFL, fcntl(c.pair_end, F_GETFL) | O_NONBLOCK);
   // What the owner wrote before handing over is all in the mux's end now
   // (a socket pair's write lands in the other end at once), and what the

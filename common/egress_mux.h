@@ -67,7 +67,10 @@ class EgressMux {
   // Called on the mux's thread only, one batch at a time; it may block
   // (the transport's flow control), which pauses the mux, never the peer.
   using Send = std::function<bool(const agent::v1::EgressFrames&)>;
-  explicit EgressMux(Send send);
+  // `widen_to`: the widest window the peer accepts credit for (its
+  // EgressStart.max_window, at most kEgressMaxWindow); kEgressWindow (a
+  // peer that predates widening) leaves every window as it is.
+  explicit EgressMux(Send send, uint32_t widen_to = kEgressWindow);
   // Stops (see Stop).
   ~EgressMux();
   EgressMux(const EgressMux&) = delete;
@@ -159,6 +162,7 @@ class EgressMux {
   void Flush();
 
   Send send_;
+  const uint64_t widen_to_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
 

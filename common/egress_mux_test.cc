@@ -592,6 +592,38 @@ TEST(EgressMuxTest, AReplacedStreamIdlePastItsLimitIsResetBothWays) {
   close(app);
 }
 
+TEST(EgressMuxTest, ASecondReplaceOfAStreamIsRefusedAndLeavesTheFirstAlone) {
+  Link link;
+  link.host_pairs = true;
+  int app = link.Connect(1);
+  int owner = link.HostApp(1);
+  ASSERT_GE(owner, 0);
+  auto [upstream, carried] = TcpPair();
+  replace::Done first, second;
+  ASSERT_TRUE(link.host->Replace(1, owner, carried, first.fn(), std::chrono::seconds(60)));
+  // Another handler for the same id (a guest that opened it twice).
+  auto [other_peer, other_end] = UnixPair();
+  auto [other_up, other_carried] = TcpPair();
+  ASSERT_TRUE(
+      link.host->Replace(1, other_end, other_carried, second.fn(), std::chrono::seconds(60)));
+  EXPECT_TRUE(second.WaitOnce());
+  int error = 0;
+  EXPECT_EQ(ReadAll(other_up, &error), "");
+  EXPECT_EQ(error, ECONNRESET);
+  EXPECT_EQ(first.runs.load(), 0);
+  // The first hand-over still carries the stream.
+  ASSERT_TRUE(WriteAll(app, "still mine"));
+  shutdown(app, SHUT_WR);
+  EXPECT_EQ(ReadAll(upstream), "still mine");
+  ASSERT_TRUE(WriteAll(upstream, "answer"));
+  close(upstream);
+  EXPECT_EQ(ReadAll(app), "answer");
+  EXPECT_TRUE(first.WaitOnce());
+  close(app);
+  close(other_peer);
+  close(other_up);
+}
+
 TEST(EgressMuxTest, AReplaceOfAnEndedStreamClosesBothAndRunsItsEnd) {
   Link link;
   auto [owner_peer, owner] = UnixPair();
@@ -620,11 +652,28 @@ TEST(EgressMuxTest, AReplaceAfterStopRunsItsEndInTheCall) {
   close(upstream);
 }
 
+// Sends 16 MiB on stream 1 of `mux` keeping to the credit it grants, as
+// the peer's mux does, and returns the most credit it had at once (0 on a
+// reset or when not all arrived).
+uint64_t MostCredit(Recorder& rec, EgressMux& mux);
+
 TEST(EgressMuxTest, AStreamWhoseReaderKeepsUpGetsAWiderWindowNeverPastTheMost) {
   Recorder rec;
-  EgressMux mux(rec.send());
+  EgressMux mux(rec.send(), kEgressMaxWindow);
+  uint64_t most = MostCredit(rec, mux);
+  EXPECT_GT(most, kEgressWindow);
+  EXPECT_LE(most, kEgressMaxWindow);
+}
+
+TEST(EgressMuxTest, APeerThatPredatesWideningKeepsTheFirstWindow) {
+  Recorder rec;
+  EgressMux mux(rec.send());  // its EgressStart said no max_window
+  EXPECT_EQ(MostCredit(rec, mux), kEgressWindow);
+}
+
+uint64_t MostCredit(Recorder& rec, EgressMux& mux) {
   auto [app, carried] = UnixPair();
-  ASSERT_TRUE(mux.Open(1, carried));
+  EXPECT_TRUE(mux.Open(1, carried));
   std::atomic<uint64_t> got{0};
   std::thread reader([&, app = app] {
     char buf[65536];
@@ -646,7 +695,7 @@ TEST(EgressMuxTest, AStreamWhoseReaderKeepsUpGetsAWiderWindowNeverPastTheMost) {
       EgressFrame f;
       f.set_id(1);
       f.set_data(chunk);
-      ASSERT_TRUE(mux.Deliver(f));
+      EXPECT_TRUE(mux.Deliver(f));
       credit -= chunk.size();
       sent += chunk.size();
       continue;
@@ -661,21 +710,20 @@ TEST(EgressMuxTest, AStreamWhoseReaderKeepsUpGetsAWiderWindowNeverPastTheMost) {
   }
   EXPECT_FALSE(reset);
   EXPECT_EQ(sent, total);
-  EXPECT_GT(most, kEgressWindow);
-  EXPECT_LE(most, kEgressMaxWindow);
   EgressFrame eof;
   eof.set_id(1);
   eof.set_eof(true);
-  ASSERT_TRUE(mux.Deliver(eof));
+  EXPECT_TRUE(mux.Deliver(eof));
   reader.join();  // all of it written, then the end
   mux.Stop();
   EXPECT_EQ(got.load(), total);
   close(app);
+  return !reset && got.load() == total ? most : 0;
 }
 
 TEST(EgressMuxTest, DataPastAWidenedWindowStillResetsTheStream) {
   Recorder rec;
-  EgressMux mux(rec.send());
+  EgressMux mux(rec.send(), kEgressMaxWindow);
   auto [app, carried] = UnixPair();
   ASSERT_TRUE(mux.Open(1, carried));
   // Fill what the app's socket takes, read it all, so the window widens

@@ -279,13 +279,15 @@ void EgressService::Serve(EgressTransport* tunnel) {
     bool open = false;
   };
   auto gate = std::make_shared<Gate>();
-  auto mux = std::make_shared<EgressMux>([tunnel, gate](const EgressFrames& batch) {
-    {
-      std::unique_lock<std::mutex> lock(gate->mu);
-      gate->cv.wait(lock, [&] { return gate->open; });
-    }
-    return tunnel->Write(batch);
-  });
+  auto mux = std::make_shared<EgressMux>(
+      [tunnel, gate](const EgressFrames& batch) {
+        {
+          std::unique_lock<std::mutex> lock(gate->mu);
+          gate->cv.wait(lock, [&] { return gate->open; });
+        }
+        return tunnel->Write(batch);
+      },
+      in.start().max_window());
   std::shared_ptr<EgressMux> previous;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -296,7 +298,9 @@ void EgressService::Serve(EgressTransport* tunnel) {
     tunnel_ = tunnel;
     dns_.clear();
   }
-  bool live = tunnel->Write(EgressFrames());
+  EgressFrames answer;
+  answer.mutable_start()->set_max_window(kEgressMaxWindow);
+  bool live = tunnel->Write(answer);
   {
     std::lock_guard<std::mutex> lock(gate->mu);
     gate->open = true;

@@ -78,6 +78,9 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   std::set<grpc::ClientContext*> calls;  // cancelled on Stop
   std::shared_ptr<EgressTransport> tunnel;  // the live tunnel, shut down on Stop
   std::atomic<uint64_t> open{0};  // connections holding a slot of px->caps
+  // Streams (of which tunnel's mux, which id) with a handler or carried
+  // by the mux now (mu).
+  std::set<std::pair<const EgressMux*, uint64_t>> live_ids;
   HandlerThreads handlers;
   SocketSet sockets;
   std::atomic<int64_t> last_secrets_warning{0};
@@ -115,6 +118,9 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   // pair the mux carries.
   void Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id,
              const agentpb::EgressConnection& c, int fd);
+  // EndConnection forgets stream `id`'s connection, giving its slot of
+  // the caps back when it took one.
+  void EndConnection(const EgressMux* mux, uint64_t id, bool release_slot);
   void AnswerDns(EgressMux* mux, uint64_t id, const std::string& packet);
   // Credentials asks secretsd what to place in a request to `host`:`port`; none
   // when secretsd has none or cannot be reached (the request then carries

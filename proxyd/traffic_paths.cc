@@ -195,9 +195,9 @@ void Attachment::State::Carry(GuestConnection& g, Stream& upstream) {
   int pair_end = g.client.Release();
   int fd = upstream.Release();
   g.handed_over = true;
-  g.mux->Replace(
-      g.id, pair_end, fd, [this] { px->caps->Release(&open); },
-      std::chrono::duration_cast<milliseconds>(kIdleTimeout));
+  auto done = [this, mux = g.mux.get(), id = g.id] { EndConnection(mux, id, true); };
+  g.mux->Replace(g.id, pair_end, fd, std::move(done),
+                 std::chrono::duration_cast<milliseconds>(kIdleTimeout));
 }
 
 void Attachment::State::ServeIntercepted(Stream& client, const std::string& host, uint16_t port,

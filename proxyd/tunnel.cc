@@ -42,6 +42,7 @@ void Attachment::State::RunTunnel() {
     agentpb::EgressFrames in;
     agentpb::EgressFrames start;
     start.mutable_start()->set_ca_certificate_pem(px->ca->certificate_pem());
+    start.mutable_start()->set_max_window(kEgressMaxWindow);
     // The agent's first (empty) message: the CA is installed, the tunnel
     // live. An agent that gave up on this tunnel (it could not install the
     // CA, or took a second hello for the stream's start) says nothing more
@@ -55,8 +56,10 @@ void Attachment::State::RunTunnel() {
         cv.notify_all();
       }
       // Sends run on the mux's thread, reads here: one of each at a time.
+      // Windows widen only as far as the agent's answer says it accepts.
       auto mux = std::make_shared<EgressMux>(
-          [tunnel](const agentpb::EgressFrames& batch) { return tunnel->Write(batch); });
+          [tunnel](const agentpb::EgressFrames& batch) { return tunnel->Write(batch); },
+          in.start().max_window());
       bool flooding = false;
       while (!flooding && tunnel->Read(&in)) {
         for (agentpb::EgressFrame& f : *in.mutable_frames()) {
@@ -100,7 +103,15 @@ void Attachment::State::Accept(const std::shared_ptr<EgressMux>& mux, uint64_t i
   // A guest cannot exhaust proxyd's threads and descriptors, for itself or
   // for other sandboxes: the slot is taken before any work, and past a cap
   // the connection is reset.
+  // One handler per stream id at a time: a guest that opens an id again
+  // while its first connection is served (or carried by the mux) would
+  // have two handlers for one stream. The second open is ignored.
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!live_ids.insert({mux.get(), id}).second) return;
+  }
   if (!px->caps->Reserve(&open)) {
+    EndConnection(mux.get(), id, false);
     int64_t now = NowMs();
     int64_t last = last_cap_warning.load();
     if (now - last > 10000 && last_cap_warning.compare_exchange_strong(last, now)) {
@@ -114,7 +125,7 @@ void Attachment::State::Accept(const std::shared_ptr<EgressMux>& mux, uint64_t i
   }
   int sp[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
-    px->caps->Release(&open);
+    EndConnection(mux.get(), id, true);
     mux->Reset(id);
     return;
   }
@@ -123,7 +134,7 @@ void Attachment::State::Accept(const std::shared_ptr<EgressMux>& mux, uint64_t i
     AIRLOCK_LOG_ERROR("cannot start a connection thread", {{"sandbox", sandbox}});
     mux->Reset(id);
     close(sp[0]);
-    px->caps->Release(&open);
+    EndConnection(mux.get(), id, true);
   }
 }
 
@@ -145,7 +156,13 @@ void Attachment::State::Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id
     if (!ok) mux->Reset(id);
     g.client.ShutdownWrite();
   }  // closes fd
-  px->caps->Release(&open);
+  EndConnection(mux.get(), id, true);
+}
+
+void Attachment::State::EndConnection(const EgressMux* mux, uint64_t id, bool release_slot) {
+  if (release_slot) px->caps->Release(&open);
+  std::lock_guard<std::mutex> lock(mu);
+  live_ids.erase({mux, id});
 }
 
 
