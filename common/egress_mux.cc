@@ -24,6 +24,8 @@ void CloseWithReset(int fd) {
   close(fd);
 }
 
+void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
 EgressFrame Frame(uint64_t id) {
   EgressFrame f;
   f.set_id(id);
@@ -282,7 +284,7 @@ void EgressMux::Apply(Command& c) {
         CloseWithReset(c.fd);
         return;
       }
-      fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
+      SetNonBlocking(c.fd);
       auto s = std::make_unique<Stream>();
       s->id = c.id;
       s->fd = c.fd;
@@ -538,7 +540,7 @@ void EgressMux::ApplyReplace(Command& c) {
     Refuse(c.fd, c.pair_end, std::move(c.done));
     return;
   }
-  fcntl(c.pair_end, F_SETFL, fcntl(c.pair_end, F_GETFL) | O_NONBLOCK);
+  SetNonBlocking(c.pair_end);
   // What the owner wrote before handing over is all in the mux's end now
   // (a socket pair's write lands in the other end at once), and what the
   // mux wrote that the owner did not read is all in the owner's end.
@@ -558,7 +560,7 @@ void EgressMux::ApplyReplace(Command& c) {
   if (s.registered) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
   close(s.fd);
   close(c.pair_end);
-  fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
+  SetNonBlocking(c.fd);
   s.fd = c.fd;
   s.registered = false;
   s.readable = false;

@@ -143,6 +143,14 @@ class Link {
     EXPECT_TRUE(guest->Open(id, carried, &open));
     return app;
   }
+  // ConnectOnPair opens guest connection `id` whose host side is a socket
+  // pair, as proxyd's handlers hold it: returns the guest app's end and
+  // the pair end its owner may hand over (Replace), -1 when none came.
+  std::pair<int, int> ConnectOnPair(uint64_t id) {
+    host_pairs = true;
+    int app = Connect(id);
+    return {app, HostApp(id)};
+  }
   // HostApp waits for the host side of stream `id`.
   int HostApp(uint64_t id) {
     std::unique_lock<std::mutex> lock(mu);
@@ -523,11 +531,9 @@ std::string ReadExactly(int fd, size_t n) {
 
 TEST(EgressMuxTest, AReplacedStreamKeepsEveryByteInOrderBothWays) {
   Link link;
-  link.host_pairs = true;
-  int app = link.Connect(1);
-  ASSERT_TRUE(WriteAll(app, "GET-ish head|the body the owner never read|"));
-  int owner = link.HostApp(1);
+  auto [app, owner] = link.ConnectOnPair(1);
   ASSERT_GE(owner, 0);
+  ASSERT_TRUE(WriteAll(app, "GET-ish head|the body the owner never read|"));
   // The owner reads the head only, as a handler reads a request head, and
   // answers before handing over; more arrives while it does.
   EXPECT_EQ(replace::ReadExactly(owner, 13), "GET-ish head|");
@@ -554,12 +560,10 @@ TEST(EgressMuxTest, AReplacedStreamKeepsEveryByteInOrderBothWays) {
 
 TEST(EgressMuxTest, TheGuestsEndOfStreamBeforeAReplaceReachesTheNewSocket) {
   Link link;
-  link.host_pairs = true;
-  int app = link.Connect(1);
+  auto [app, owner] = link.ConnectOnPair(1);
+  ASSERT_GE(owner, 0);
   ASSERT_TRUE(WriteAll(app, "all of it"));
   shutdown(app, SHUT_WR);
-  int owner = link.HostApp(1);
-  ASSERT_GE(owner, 0);
   EXPECT_EQ(ReadAll(owner), "all of it");  // and the end of stream
   auto [upstream, carried] = TcpPair();
   replace::Done done;
@@ -574,9 +578,7 @@ TEST(EgressMuxTest, TheGuestsEndOfStreamBeforeAReplaceReachesTheNewSocket) {
 
 TEST(EgressMuxTest, AReplacedStreamIdlePastItsLimitIsResetBothWays) {
   Link link;
-  link.host_pairs = true;
-  int app = link.Connect(1);
-  int owner = link.HostApp(1);
+  auto [app, owner] = link.ConnectOnPair(1);
   ASSERT_GE(owner, 0);
   auto [upstream, carried] = TcpPair();
   replace::Done done;
@@ -594,9 +596,7 @@ TEST(EgressMuxTest, AReplacedStreamIdlePastItsLimitIsResetBothWays) {
 
 TEST(EgressMuxTest, ASecondReplaceOfAStreamIsRefusedAndLeavesTheFirstAlone) {
   Link link;
-  link.host_pairs = true;
-  int app = link.Connect(1);
-  int owner = link.HostApp(1);
+  auto [app, owner] = link.ConnectOnPair(1);
   ASSERT_GE(owner, 0);
   auto [upstream, carried] = TcpPair();
   replace::Done first, second;
