@@ -34,13 +34,24 @@ def host_memory_mib(pid):
     in full. A restored sandbox's guest RAM (and a direct-mode one's) is a
     memfd, and the pages of it the VM has not touched since are memory
     all the same, which VmRSS leaves out."""
+    own, files = host_memory_parts_mib(pid)
+    return own + files
+
+
+def host_memory_parts_mib(pid):
+    """host_memory_mib in two parts, in MiB: the memory the VM alone holds
+    (its anonymous resident pages, plus each memfd in full), and the
+    resident pages of files it maps (RssFile: the kernel and initramfs
+    QEMU keeps mapped, QEMU's own binary and libraries), which are page
+    cache every VM of the same files shares, and clean, so the host can
+    reclaim them."""
     status = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             key, _, value = line.partition(":")
             if value.strip().endswith("kB"):
                 status[key] = int(value.split()[0])
-    total = (status.get("VmRSS", 0) - status.get("RssShmem", 0)) * 1024
+    own = status.get("RssAnon", 0) * 1024
     fd_dir = f"/proc/{pid}/fd"
     seen = set()  # QEMU holds a restored guest's memfd twice (fd 4, and its own open)
     for fd in os.listdir(fd_dir):
@@ -49,10 +60,10 @@ def host_memory_mib(pid):
                 st = os.stat(f"{fd_dir}/{fd}")
                 if (st.st_dev, st.st_ino) not in seen:
                     seen.add((st.st_dev, st.st_ino))
-                    total += st.st_blocks * 512
+                    own += st.st_blocks * 512
         except OSError:
             pass
-    return total / (1 << 20)
+    return own / (1 << 20), status.get("RssFile", 0) / 1024
 
 
 def mmm(values, unit="s", fmt="%.2f"):

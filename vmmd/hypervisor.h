@@ -24,6 +24,15 @@ struct VmShare {
 // The docker disk's virtio serial, by which the guest finds it.
 inline constexpr char kDockerDiskSerial[] = "airlock-docker";
 
+// TCG's translation cache, MiB: the default, and the range vmmd's
+// --tcg-cache-mib accepts. QEMU keeps the pages of the cache it has filled
+// (a full cache is flushed and refilled, never given back), so this bounds
+// what an idle sandbox holds after heavy work; a smaller cache means more
+// retranslation for code-heavy work (README: Sandbox start-up and memory).
+inline constexpr uint64_t kTcgCacheMib = 256;
+inline constexpr uint64_t kMinTcgCacheMib = 32;
+inline constexpr uint64_t kMaxTcgCacheMib = 2048;
+
 struct VmConfig {
   // Sandbox name; becomes the guest's hostname.
   std::string name;
@@ -37,6 +46,8 @@ struct VmConfig {
   uint64_t memory_mib = 512;
   // "kvm" or "tcg".
   std::string accelerator;
+  // TCG's translation cache, MiB (unused under KVM).
+  uint64_t tcg_cache_mib = kTcgCacheMib;
   // Unix socket the host side of the agent channel listens on.
   std::string agent_socket;
   // Unix socket of the egress port's host end (proxyd attaches to it).

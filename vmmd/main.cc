@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
                     "fresh guest (true) or always boot (false)", "true"},
       {"jail-id-base", "first host uid/gid of the jails' pool (blocks of 65536 per sandbox)",
        "1879048192"},
+      {"tcg-cache-mib", "TCG's translation cache of each VM, MiB (32 to 2048; not used under "
+                        "KVM): an idle sandbox keeps what it filled, a smaller one retranslates "
+                        "more", "256"},
   };
   for (auto& o : airlock::PeerOptions({"gitd", "proxyd", "secretsd", "policyd"})) {
     options.push_back(std::move(o));
@@ -67,6 +70,13 @@ int main(int argc, char** argv) {
           " ids below 2^32"));
     }
     mo.jail_id_base = static_cast<uint32_t>(id_base);
+    if (!absl::SimpleAtoi(c.options.at("tcg-cache-mib"), &mo.tcg_cache_mib) ||
+        mo.tcg_cache_mib < airlock::vmmd::kMinTcgCacheMib ||
+        mo.tcg_cache_mib > airlock::vmmd::kMaxTcgCacheMib) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tcg-cache-mib must be a number of MiB from ", airlock::vmmd::kMinTcgCacheMib, " to ",
+          airlock::vmmd::kMaxTcgCacheMib));
+    }
     mo.state_dir = c.state_dir;
     mo.runtime_dir = c.runtime_dir;
     mo.image_dir = c.options.at("image-dir");

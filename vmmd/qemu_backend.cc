@@ -226,7 +226,7 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       "-M", "microvm",
       // TCG's translation cache is bounded (QEMU's default is 1 GiB), so the
       // VM's memory is its guest size plus a known overhead.
-      "-accel", kvm ? "kvm" : absl::StrCat("tcg,tb-size=", kTcgCacheMib),
+      "-accel", kvm ? "kvm" : absl::StrCat("tcg,tb-size=", c.tcg_cache_mib),
       "-cpu", kvm ? "host" : "max",
       "-smp", absl::StrCat(c.cpus),
       "-m", absl::StrCat(c.memory_mib, "M"),

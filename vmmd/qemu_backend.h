@@ -24,14 +24,11 @@ uint64_t HostTscKhz();
 std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
                           bool ensure_agent_user = false, bool docker = false);
 
-// TCG's translation cache, MiB.
-inline constexpr uint64_t kTcgCacheMib = 256;
-
 // VmMemoryLimitMib is the host memory a VM of `config` may use: its guest
 // size, TCG's translation cache, and QEMU's own (devices, buffers, the
 // I/O thread's allocations).
 inline uint64_t VmMemoryLimitMib(const VmConfig& config) {
-  return config.memory_mib + (config.accelerator == "kvm" ? 0 : kTcgCacheMib) + 384;
+  return config.memory_mib + (config.accelerator == "kvm" ? 0 : config.tcg_cache_mib) + 384;
 }
 
 // QcowBackingChain lists the backing files of the qcow2 image at `path`,

@@ -200,6 +200,16 @@ TEST(QemuJailTest, MemoryLimitIsTheGuestPlusABoundedOverhead) {
   EXPECT_EQ(VmMemoryLimitMib(c), 1024u + 384);
 }
 
+TEST(QemuBackendTest, TheTranslationCacheIsTheConfiguredSizeAndTheLimitFollowsIt) {
+  QemuBackend q("qemu-system-x86_64");
+  VmConfig c = Config();
+  c.tcg_cache_mib = 64;
+  EXPECT_EQ(After(q.Args(c), "-accel"), "tcg,tb-size=64");
+  EXPECT_EQ(VmMemoryLimitMib(c), 1024u + 64 + 384);
+  c.accelerator = "kvm";
+  EXPECT_EQ(After(q.Args(c), "-accel"), "kvm") << "KVM has no translation cache";
+}
+
 TEST(QemuBackendTest, BuildNamesTheBinaryAndChangesWithIt) {
   testing::ShortTempDir dir;
   std::string qemu = dir.path() + "/qemu-system-x86_64";
