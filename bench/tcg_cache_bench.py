@@ -14,12 +14,16 @@ runs code-heavy work --repeats times in a row:
 and prints each run's time (the first translates everything; the later
 ones show what a full cache costs in retranslation), the median of the
 later runs beside the default size's as a ratio, and the sandbox's host
-memory once the work is done (benchlib's parts: its own, then the shared
-file pages). The default size (256 MiB) is the reference.
+memory 15 s after the work is done (benchlib's parts: its own, then the
+shared file pages). The default size (256 MiB) is the reference.
 
 QEMU keeps every page of the cache it filled: a full cache is flushed and
 refilled, never returned, so the memory figure is what an idle sandbox
 holds after such work.
+
+vmmd runs with --snapshots=false: each cache size is a new snapshot key,
+and the snapshot vmmd would make in the background after each first boot
+(a second VM booting) would share the CPUs with the timed work.
 
 Runs against its own runtime and state dirs, so it never touches your
 sandboxes. usage: bench/tcg_cache_bench.py [--sizes 64,256] [--repeats N]
@@ -32,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import host_memory_parts_mib, run  # noqa: E402
@@ -44,7 +49,12 @@ here = os.path.dirname(os.path.abspath(__file__))
 default_cli = os.path.join(here, "..", "bazel-bin", "cli", "airlock")
 ap.add_argument("--airlock", default=default_cli if os.path.exists(default_cli) else "airlock")
 args = ap.parse_args()
-sizes = [int(s) for s in args.sizes.split(",") if s]
+try:
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+except ValueError:
+    sys.exit(f"--sizes must be comma-separated numbers of MiB, not {args.sizes!r}")
+if any(not 32 <= s <= 2048 for s in sizes):
+    sys.exit("--sizes: each size must be from 32 to 2048 MiB (vmmd's --tcg-cache-mib range)")
 if 256 not in sizes:
     sizes.append(256)
 if args.repeats < 2:
@@ -97,13 +107,14 @@ try:
     for size in sizes:
         airlock("daemon", "stop")
         with open(tmp + "/state/vmmd.conf", "w") as f:
-            f.write(f"tcg-cache-mib = {size}\n")
+            f.write(f"tcg-cache-mib = {size}\nsnapshots = false\n")
         airlock("daemon", "start")
         for work in works:
             name = f"tcg{size}-{work}"
             airlock("create", "--name", name, "-m", args.memory, "-t", IMAGE[work], "shell")
             runs = [int(airlock("exec", name, "--", "sh", "-c", WORK[work]).stdout.split()[-1])
                     for _ in range(args.repeats)]
+            time.sleep(15)  # the guest's free page reporting settles
             results[(size, work)] = (runs, host_memory_parts_mib(pid_of(name)))
             airlock("rm", "-f", name)
     print(f"guest memory {args.memory}, {os.cpu_count()} host CPUs, {args.repeats} runs in a row "

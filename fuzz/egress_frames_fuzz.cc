@@ -5,7 +5,8 @@
 // holds more than one window of a stream's bytes it could not write out.
 // A first frame whose id has bit 3 set makes a mux that widens windows (a
 // peer that sent EgressStart.max_window = kEgressMaxWindow); the bound is
-// then the widest window.
+// then the widest window. (The seed `widened` reaches the widening path;
+// its 600 KiB stay under the bound, so it is coverage, not a check.)
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>

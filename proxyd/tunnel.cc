@@ -160,9 +160,13 @@ void Attachment::State::Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id
 }
 
 void Attachment::State::EndConnection(const EgressMux* mux, uint64_t id, bool release_slot) {
+  // The id first: once the slot is back (and the count shows it), the id
+  // may be opened again.
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    live_ids.erase({mux, id});
+  }
   if (release_slot) px->caps->Release(&open);
-  std::lock_guard<std::mutex> lock(mu);
-  live_ids.erase({mux, id});
 }
 
 

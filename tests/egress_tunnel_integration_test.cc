@@ -3,14 +3,21 @@
 // channel socket and speaks the tunnel's frames itself, so it can do what
 // the guest agent never does but a guest that replaced it could (open one
 // stream id twice). The upstream is an echo server on 127.0.0.1.
+#include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -32,6 +39,22 @@ namespace {
 namespace agentpb = agent::v1;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
+
+// WaitFor polls `done` until it holds or `limit` passes; its last answer.
+bool WaitFor(const std::function<bool()>& done, seconds limit = seconds(10)) {
+  auto deadline = steady_clock::now() + limit;
+  while (!done()) {
+    if (steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// Readable waits until `fd` can be read, at most `limit`.
+bool Readable(int fd, seconds limit) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, static_cast<int>(limit.count() * 1000)) == 1;
+}
 
 // EchoServer echoes every connection on 127.0.0.1 until its end.
 class EchoServer {
@@ -92,6 +115,9 @@ class EgressTunnelTest : public ::testing::Test {
   }
   void TearDown() override {
     if (tunnel_) tunnel_->Shutdown();
+    // The Attach call has a deadline of its own; a test that failed midway
+    // waits for it here.
+    if (attach_.joinable()) attach_.join();
     Airlock({"daemon", "stop"});
   }
 
@@ -112,7 +138,7 @@ class EgressTunnelTest : public ::testing::Test {
     snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
     ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
     ASSERT_EQ(listen(lfd, 1), 0);
-    std::thread attach([&] {
+    attach_ = std::thread([this, path] {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + seconds(60));
       proxy::v1::AttachRequest req;
@@ -121,13 +147,13 @@ class EgressTunnelTest : public ::testing::Test {
       proxy::v1::AttachResponse resp;
       attach_status_ = proxy_->Attach(&ctx, req, &resp);
     });
-    int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    int fd = Readable(lfd, seconds(30)) ? accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC) : -1;
     close(lfd);
-    ASSERT_GE(fd, 0);
+    ASSERT_GE(fd, 0) << "proxyd did not connect to the channel socket";
     std::string line;
     char c;
-    while (read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
-    ASSERT_EQ(line.rfind(kHelloPrefix, 0), 0u) << line;
+    while (Readable(fd, seconds(10)) && read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
+    ASSERT_EQ(line.rfind(kHelloPrefix, 0), 0u) << "proxyd's hello: " << line;
     ASSERT_TRUE(WriteAll(fd, kOkPrefix + line.substr(strlen(kHelloPrefix)) + "\n"));
     tunnel_ = std::make_unique<EgressTransport>(fd);
     agentpb::EgressFrames start;
@@ -136,14 +162,11 @@ class EgressTunnelTest : public ::testing::Test {
     agentpb::EgressFrames answer;
     answer.mutable_start()->set_max_window(start.start().max_window());
     ASSERT_TRUE(tunnel_->Write(answer));
-    attach.join();
+    attach_.join();
     ASSERT_TRUE(attach_status_.ok()) << attach_status_.error_message();
     // The policy follows from policyd (the request carried none).
-    auto deadline = steady_clock::now() + seconds(20);
-    while (PolicyRevision() == 0 && steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ASSERT_NE(PolicyRevision(), 0u) << "proxyd got no policy from policyd";
+    ASSERT_TRUE(WaitFor([this] { return PolicyRevision() != 0; }, seconds(20)))
+        << "proxyd got no policy from policyd";
   }
 
   uint64_t PolicyRevision() {
@@ -232,15 +255,37 @@ class EgressTunnelTest : public ::testing::Test {
       agentpb::EgressFrames in;
       if (!tunnel_->Read(&in, deadline)) break;
       for (const auto& a : in.frames()) {
-        // One answer record: its 4 bytes of address end the message.
-        if (a.id() == 7 && a.has_dns_answer() && a.dns_answer().size() >= q.size() + 16) {
-          const auto* b = reinterpret_cast<const unsigned char*>(a.dns_answer().data()) +
-                          a.dns_answer().size() - 4;
-          return absl::StrCat(b[0], ".", b[1], ".", b[2], ".", b[3]);
-        }
+        if (a.id() == 7 && a.has_dns_answer()) return FirstA(a.dns_answer(), q.size());
       }
     }
     return "";
+  }
+
+  // FirstA is the address of the first record of `answer` to our query
+  // (`question_end`: where its question ends), if that record is an A;
+  // "" for anything else (another id, an error, no record).
+  static std::string FirstA(const std::string& answer, size_t question_end) {
+    const auto* b = reinterpret_cast<const unsigned char*>(answer.data());
+    // Id 0x1234, a response, RCODE 0, at least one answer; then the
+    // record: a name (a pointer, 2 bytes), type, class, TTL, length.
+    if (answer.size() < question_end + 16 || b[0] != 0x12 || b[1] != 0x34 ||
+        (b[2] & 0x80) == 0 || (b[3] & 0x0f) != 0 || (b[6] << 8 | b[7]) == 0) {
+      return "";
+    }
+    const unsigned char* r = b + question_end;
+    if ((r[0] & 0xc0) != 0xc0 || (r[2] << 8 | r[3]) != 1 || (r[10] << 8 | r[11]) != 4) return "";
+    char text[INET_ADDRSTRLEN];
+    return inet_ntop(AF_INET, r + 12, text, sizeof(text)) ? text : "";
+  }
+
+  // Unexpected lists the frames other streams got that carried bytes or
+  // ended them: a duplicate id must not leak into another stream.
+  std::string Unexpected() const {
+    std::string out;
+    for (const auto& f : others_) {
+      if (f.has_data() || f.eof() || f.reset()) absl::StrAppend(&out, f.ShortDebugString(), "\n");
+    }
+    return out;
   }
 
   uint64_t OpenConnections() {
@@ -258,6 +303,7 @@ class EgressTunnelTest : public ::testing::Test {
   std::map<std::string, std::string> env_;
   std::unique_ptr<proxy::v1::Proxy::Stub> proxy_;
   std::unique_ptr<EgressTransport> tunnel_;
+  std::thread attach_;
   grpc::Status attach_status_;
   std::vector<agentpb::EgressFrame> others_;
 };
@@ -275,7 +321,8 @@ TEST_F(EgressTunnelTest, AStreamIdOpenedTwiceKeepsTheFirstConnectionAndLeaksNoSl
   // by now, so they come back as they were sent.
   Send({Open(1), Data(1, "after the second open\n")});
   EXPECT_EQ(ReadStream(1, "after the second open\n"), "after the second open\n");
-  EXPECT_EQ(echo_.accepted(), 1) << "the second open made no connection of its own";
+  EXPECT_FALSE(WaitFor([this] { return echo_.accepted() > 1; }, seconds(1)))
+      << "the second open made a connection of its own";
   EXPECT_EQ(OpenConnections(), 1u) << "the second open took no slot";
 
   // The first connection ends as usual, and its slot comes back.
@@ -283,18 +330,15 @@ TEST_F(EgressTunnelTest, AStreamIdOpenedTwiceKeepsTheFirstConnectionAndLeaksNoSl
   bool ended = false;
   ReadStream(1, "", &ended);
   EXPECT_TRUE(ended) << "the echo server's end reached the guest";
-  auto deadline = steady_clock::now() + seconds(10);
-  while (OpenConnections() != 0 && steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_EQ(OpenConnections(), 0u) << "every slot is given back";
+  EXPECT_TRUE(WaitFor([this] { return OpenConnections() == 0; })) << "every slot is given back";
 
   // The id may be used again once its connection ended (the agent never
   // does; proxyd serves it as a new connection).
   Send({Open(1), Data(1, connect)});
   head = ReadStream(1, "\r\n\r\n");
   EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
-  EXPECT_EQ(echo_.accepted(), 2);
+  EXPECT_TRUE(WaitFor([this] { return echo_.accepted() == 2; }));
+  EXPECT_EQ(Unexpected(), "");
 }
 
 // A transparent connection to a host allowed outright is connected at once
@@ -311,18 +355,17 @@ TEST_F(EgressTunnelTest, ATransparentStreamIdOpenedTwiceConnectsOnce) {
   Send({Transparent(5, address, echo_.port())});
   Send({Data(5, "second\n")});
   EXPECT_EQ(ReadStream(5, "second\n"), "second\n") << "the first connection carries on";
-  EXPECT_EQ(echo_.accepted(), 1) << "the second open connected to the upstream";
+  // A second handler would connect on a thread of its own: give it time.
+  EXPECT_FALSE(WaitFor([this] { return echo_.accepted() > 1; }, seconds(1)))
+      << "the second open connected to the upstream";
   EXPECT_EQ(OpenConnections(), 1u);
 
   Send({Eof(5)});
   bool ended = false;
   ReadStream(5, "", &ended);
   EXPECT_TRUE(ended);
-  auto deadline = steady_clock::now() + seconds(10);
-  while (OpenConnections() != 0 && steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_EQ(OpenConnections(), 0u) << "every slot is given back";
+  EXPECT_TRUE(WaitFor([this] { return OpenConnections() == 0; })) << "every slot is given back";
+  EXPECT_EQ(Unexpected(), "");
 }
 
 TEST_F(EgressTunnelTest, ADeniedDestinationIsRefusedAndHoldsNoSlot) {
@@ -331,11 +374,7 @@ TEST_F(EgressTunnelTest, ADeniedDestinationIsRefusedAndHoldsNoSlot) {
   std::string head = ReadStream(3, "\r\n\r\n");
   EXPECT_EQ(head.rfind("HTTP/1.1 403", 0), 0u) << head;
   EXPECT_EQ(echo_.accepted(), 0);
-  auto deadline = steady_clock::now() + seconds(10);
-  while (OpenConnections() != 0 && steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_EQ(OpenConnections(), 0u);
+  EXPECT_TRUE(WaitFor([this] { return OpenConnections() == 0; }));
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ struct ManagerOptions {
   // (snapshots.h) instead of booting.
   bool snapshots = true;
   uint32_t jail_id_base = kDefaultJailIdBase;
-  // TCG's translation cache of each VM, MiB (qemu_backend.h).
+  // TCG's translation cache of each VM, MiB (hypervisor.h).
   uint64_t tcg_cache_mib = kTcgCacheMib;
 };
 
