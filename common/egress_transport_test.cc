@@ -169,7 +169,7 @@ TEST_F(EgressTransportTest, TooManyFramesEndTheTransportBeforeTheyAreParsed) {
   EXPECT_EQ(t.error(), "the peer sent a message of 16385 frames, over the limit of 16384");
   EXPECT_EQ(m.frames_size(), 0);
   EXPECT_EQ(CountEgressFrames(body.data(), body.size()), kEgressMaxFramesPerMessage + 1);
-  EXPECT_EQ(CountEgressFrames("\x12\x05ab", 4), -1) << "a field longer than the message";
+  EXPECT_EQ(CountEgressFrames("\x12\x05" "ab", 4), -1) << "a field longer than the message";
   EXPECT_EQ(CountEgressFrames("\x0b", 1), -1) << "a group";
 }
 

@@ -47,7 +47,7 @@ bool HandlerThreads::Spawn(std::function<void()> fn) {
     running_++;
     if (idle_workers_ > queue_.size()) {
       queue_.push_back(std::move(fn));
-      cv_.notify_one();
+      work_.notify_one();
       fn = nullptr;
     }
   }
@@ -57,8 +57,7 @@ bool HandlerThreads::Spawn(std::function<void()> fn) {
   try {
     workers_.emplace_back([this, fn = std::move(fn)]() mutable { Work(std::move(fn)); });
   } catch (const std::system_error&) {
-    running_--;
-    cv_.notify_all();
+    if (--running_ == 0) drained_.notify_all();
     return false;
   }
   return true;
@@ -70,10 +69,9 @@ void HandlerThreads::Work(std::function<void()> first) {
     fn();
     fn = nullptr;
     std::unique_lock<std::mutex> lock(mu_);
-    running_--;
-    cv_.notify_all();  // JoinAll may wait for running_ to reach 0
+    if (--running_ == 0) drained_.notify_all();  // JoinAll may wait for it
     idle_workers_++;
-    bool woke = cv_.wait_for(lock, idle_, [&] { return stopping_ || !queue_.empty(); });
+    bool woke = work_.wait_for(lock, idle_, [&] { return stopping_ || !queue_.empty(); });
     idle_workers_--;
     if (!woke || queue_.empty()) {
       // Idle too long, or stopping: this worker ends.
@@ -90,9 +88,9 @@ void HandlerThreads::JoinAll() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     // Queued handlers still run (a worker was promised to each).
-    cv_.wait(lock, [&] { return running_ == 0; });
+    drained_.wait(lock, [&] { return running_ == 0; });
     stopping_ = true;
-    cv_.notify_all();
+    work_.notify_all();
     all.swap(workers_);
     ended_.clear();
   }

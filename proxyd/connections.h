@@ -75,7 +75,13 @@ class HandlerThreads {
 
   const std::chrono::milliseconds idle_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  // Idle workers wait on `work_` for a handler (or the stop); JoinAll waits
+  // on `drained_` for the last running handler. Two, so that a handler
+  // ending wakes no idle worker: on a host where a wake-up is a context
+  // switch through the hypervisor, waking every idle worker per request
+  // was most of what a request cost.
+  std::condition_variable work_;
+  std::condition_variable drained_;
   std::deque<std::function<void()>> queue_;
   size_t idle_workers_ = 0;
   size_t running_ = 0;

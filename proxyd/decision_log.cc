@@ -12,6 +12,7 @@ DecisionLog::~DecisionLog() {
     stopping_ = true;
   }
   added_.notify_all();
+  stop_.notify_all();
   if (writer_.joinable()) writer_.join();
 }
 
@@ -32,13 +33,15 @@ absl::Status DecisionLog::Init() {
 }
 
 void DecisionLog::Record(pb::Decision d) {
+  bool followed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     recent_.emplace_back(++seq_, d);
     if (recent_.size() > kInMemory) recent_.pop_front();
     unwritten_.push_back(std::move(d));
+    followed = followers_ > 0;
   }
-  added_.notify_all();
+  if (followed) added_.notify_all();
 }
 
 void DecisionLog::Writer() {
@@ -47,8 +50,7 @@ void DecisionLog::Writer() {
     bool stop;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      added_.wait_for(lock, std::chrono::milliseconds(200),
-                      [&] { return stopping_; });
+      stop_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; });
       batch.swap(unwritten_);
       stop = stopping_;
     }
@@ -68,7 +70,9 @@ void DecisionLog::Writer() {
 std::vector<pb::Decision> DecisionLog::Since(uint64_t after, const std::string& sandbox,
                                              std::chrono::milliseconds wait, uint64_t* newest) {
   std::unique_lock<std::mutex> lock(mu_);
+  followers_++;
   added_.wait_for(lock, wait, [&] { return seq_ > after || stopping_; });
+  followers_--;
   std::vector<pb::Decision> out;
   for (const auto& [seq, d] : recent_) {
     if (seq > after && (sandbox.empty() || d.sandbox() == sandbox)) out.push_back(d);

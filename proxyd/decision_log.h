@@ -46,7 +46,12 @@ class DecisionLog {
   static constexpr size_t kInMemory = 20000;
   StateDb* db_;
   std::mutex mu_;
+  // Followers (Since) wait on `added_`, woken by a decision only while one
+  // waits; the writer waits on `stop_` (it wakes on its period, or to
+  // stop): a decision wakes no thread that has nothing to do with it.
   std::condition_variable added_;
+  std::condition_variable stop_;
+  size_t followers_ = 0;
   bool stopping_ = false;
   uint64_t seq_ = 0;
   std::deque<std::pair<uint64_t, airlock::proxy::v1::Decision>> recent_;

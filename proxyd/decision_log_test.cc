@@ -1,5 +1,6 @@
 #include "proxyd/decision_log.h"
 
+#include <chrono>
 #include <thread>
 
 #include "common/testing/harness.h"
@@ -46,8 +47,11 @@ TEST(DecisionLogTest, RecentSinceAndFilter) {
     log.Record(D("a", "four"));
   });
   uint64_t after = newest;
-  auto next = log.Since(after, "a", std::chrono::seconds(5), &newest);
+  auto began = std::chrono::steady_clock::now();
+  auto next = log.Since(after, "a", std::chrono::seconds(30), &newest);
   later.join();
+  // Woken by the decision, not by the end of its wait.
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(20));
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].host(), "four");
   EXPECT_GT(newest, after);
