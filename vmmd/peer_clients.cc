@@ -1,6 +1,7 @@
 #include "vmmd/peer_clients.h"
 
 #include <chrono>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "common/client.h"
@@ -17,6 +18,39 @@ namespace gitpb = airlock::git::v1;
 namespace policypb = airlock::policy::v1;
 namespace proxypb = airlock::proxy::v1;
 namespace secretspb = airlock::secrets::v1;
+
+// KeptChannel is one channel to a peer kept between calls, for a call made
+// at every exec: dialing per call paid a connection and HTTP/2's handshake
+// each time. A channel that failed is dialed again (a restarted peer is a
+// new connection), so a call that found the kept channel broken is retried
+// once on a new one.
+class KeptChannel {
+ public:
+  explicit KeptChannel(Peer at) : at_(std::move(at)) {}
+
+  std::shared_ptr<grpc::Channel> Get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (channel_ != nullptr) {
+      grpc_connectivity_state state = channel_->GetState(false);
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
+        channel_.reset();
+      }
+    }
+    if (channel_ == nullptr) channel_ = at_.Dial();
+    return channel_;
+  }
+
+  // Drop forgets `c` if it is still the kept channel.
+  void Drop(const std::shared_ptr<grpc::Channel>& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (channel_ == c) channel_.reset();
+  }
+
+ private:
+  const Peer at_;
+  std::mutex mu_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
 
 class GrpcGit : public GitPeer {
  public:
@@ -113,19 +147,28 @@ class GrpcProxy : public ProxyPeer {
 
 class GrpcSecrets : public SecretsPeer {
  public:
-  explicit GrpcSecrets(Peer at) : at_(std::move(at)) {}
+  explicit GrpcSecrets(Peer at) : at_(at), kept_(std::move(at)) {}
 
+  // On every exec: over the kept channel (a read, so retried once on a new
+  // one when the kept one was broken).
   absl::StatusOr<std::map<std::string, std::string>> Sentinels(
       const std::string& sandbox, bool without_globals, bool registry_credentials) override {
-    grpc::ClientContext ctx;
-    DeadlineAfter(ctx, seconds(5));
     secretspb::SentinelsRequest req;
     req.set_sandbox(sandbox);
     req.set_without_globals(without_globals);
     req.set_registry_credentials(registry_credentials);
     secretspb::SentinelsResponse resp;
-    if (absl::Status e = PeerCallError("secretsd", at_, "give the sandbox's credential variables",
-                                       Stub()->Sentinels(&ctx, req, &resp));
+    grpc::Status s;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      grpc::ClientContext ctx;
+      DeadlineAfter(ctx, seconds(5));
+      std::shared_ptr<grpc::Channel> channel = kept_.Get();
+      s = secretspb::Secrets::NewStub(channel)->Sentinels(&ctx, req, &resp);
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+      kept_.Drop(channel);
+    }
+    if (absl::Status e =
+            PeerCallError("secretsd", at_, "give the sandbox's credential variables", s);
         !e.ok()) {
       return e;
     }
@@ -163,6 +206,7 @@ class GrpcSecrets : public SecretsPeer {
     return secretspb::Secrets::NewStub(at_.Dial());
   }
   Peer at_;
+  KeptChannel kept_;
 };
 
 class GrpcPolicy : public PolicyPeer {

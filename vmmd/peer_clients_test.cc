@@ -9,6 +9,7 @@
 #include "protos/git/v1/git.grpc.pb.h"
 #include "protos/policy/v1/policy.grpc.pb.h"
 #include "protos/proxy/v1/proxy.grpc.pb.h"
+#include "protos/secrets/v1/secrets.grpc.pb.h"
 
 namespace airlock::vmmd {
 namespace {
@@ -213,6 +214,58 @@ TEST_F(PeerClientsTest, APeerThatIsNotThereIsUnavailable) {
       << s;
   // Detach through a proxyd that cannot be reached is not done.
   EXPECT_EQ(c.proxy->Detach("s").code(), absl::StatusCode::kUnavailable);
+}
+
+class FakeSecrets final : public airlock::secrets::v1::Secrets::Service {
+ public:
+  explicit FakeSecrets(std::string value) : value_(std::move(value)) {}
+  grpc::Status Sentinels(grpc::ServerContext*, const airlock::secrets::v1::SentinelsRequest* req,
+                         airlock::secrets::v1::SentinelsResponse* resp) override {
+    (*resp->mutable_env())["TOKEN"] = value_ + ":" + req->sandbox();
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::string value_;
+};
+
+std::unique_ptr<grpc::Server> ServeSecrets(const std::string& socket, FakeSecrets* service) {
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+  b.RegisterService(service);
+  return b.BuildAndStart();
+}
+
+TEST(KeptSecretsChannelTest, ARestartedSecretsdAnswersTheNextCall) {
+  testing::ShortTempDir dir;
+  std::string socket = dir.path() + "/secretsd.sock";
+  Peer at = Peer::Unix(socket);
+  PeerClients c = GrpcPeerClients(at, at, at, at);
+  FakeSecrets first("first");
+  auto server = ServeSecrets(socket, &first);
+  ASSERT_NE(server, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    auto env = c.secrets->Sentinels("s", false, false);
+    ASSERT_TRUE(env.ok()) << env.status();
+    EXPECT_EQ(env->at("TOKEN"), "first:s");
+  }
+  // The kept channel's secretsd goes; calls meanwhile say it is down.
+  server->Shutdown();
+  server.reset();
+  auto down = c.secrets->Sentinels("s", false, false);
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(down.status().message().find("secretsd at " + socket +
+                                         " did not give the sandbox's credential variables"),
+            absl::string_view::npos)
+      << down.status();
+  // A new secretsd on the same socket answers the very next call.
+  FakeSecrets second("second");
+  server = ServeSecrets(socket, &second);
+  ASSERT_NE(server, nullptr);
+  auto env = c.secrets->Sentinels("t", false, false);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->at("TOKEN"), "second:t");
+  server->Shutdown();
 }
 
 }  // namespace

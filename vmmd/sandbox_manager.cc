@@ -687,14 +687,15 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<vmm::Sandbox> SandboxManager::Get(const std::string& name) {
+absl::StatusOr<vmm::Sandbox> SandboxManager::Get(const std::string& name,
+                                                 bool with_host_memory) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find(name);
   if (it == records_.end()) {
     return absl::NotFoundError(absl::StrCat("no sandbox named \"", name, "\" (see `airlock ls`)"));
   }
   vmm::Sandbox sb = it->second.sb;
-  WithHostMemory(sb);
+  if (with_host_memory) WithHostMemory(sb);
   return sb;
 }
 

@@ -92,7 +92,10 @@ class SandboxManager {
   // with the registry secrets (proxyd places them).
   absl::StatusOr<std::map<std::string, std::string>> SecretSentinels(
       const std::string& name, bool without_globals = false, bool registry_credentials = false);
-  absl::StatusOr<airlock::vmm::v1::Sandbox> Get(const std::string& name);
+  // Get returns the sandbox's record, with its host memory read from its
+  // cgroup unless `with_host_memory` is false (exec needs only the spec).
+  absl::StatusOr<airlock::vmm::v1::Sandbox> Get(const std::string& name,
+                                                bool with_host_memory = true);
   std::vector<airlock::vmm::v1::Sandbox> List();
   // Start boots a STOPPED or FAILED sandbox in the background.
   absl::StatusOr<airlock::vmm::v1::Sandbox> Start(const std::string& name);

@@ -138,7 +138,7 @@ grpc::Status VmmService::Exec(
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message of an exec stream must be `start`");
   }
-  auto spec = manager_->Get(first.start().sandbox());
+  auto spec = manager_->Get(first.start().sandbox(), /*with_host_memory=*/false);
   if (!spec.ok()) return ToGrpc(spec.status());
   std::unique_ptr<Agent::Stub> stub;
   if (grpc::Status s = AgentStub(manager_, first.start().sandbox(), &stub); !s.ok()) return s;
