@@ -7,9 +7,14 @@ Writes then reads a file of --mib MiB (dd, fsync'd; the read after dropping
 the guest's page cache) and creates --files small files, inside a sandbox on
 a shared directory, and does the same work on the host in the same
 directory; prints MiB/s and files/s for both and their ratio.
+Then creates and deletes --small-files empty files in the shared directory
+and on the guest's own disk (its root, virtio-blk), --repeats times each,
+and prints min/median/max of both and the ratio of the medians (the
+sandbox issue's goal: the workspace at most 1.5 times the guest's disk).
 Clone mode: the time of `git fetch sandbox-NAME` on the host for one new
 commit made in the guest (median of --fetches).
-usage: bench/workspace_bench.py [--mib N] [--files N] [--airlock PATH]
+usage: bench/workspace_bench.py [--mib N] [--files N] [--small-files N]
+                                [--repeats N] [--airlock PATH]
 """
 import argparse
 import os
@@ -24,6 +29,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--mib", type=int, default=128)
 ap.add_argument("--files", type=int, default=300)
 ap.add_argument("--fetches", type=int, default=5)
+ap.add_argument("--small-files", type=int, default=1000)
+ap.add_argument("--repeats", type=int, default=5)
 here = os.path.dirname(os.path.abspath(__file__))
 default_cli = os.path.join(here, "..", "bazel-bin", "cli", "airlock")
 ap.add_argument("--airlock", default=default_cli if os.path.exists(default_cli) else "airlock")
@@ -46,6 +53,17 @@ rm -f big f*
 echo write $(awk "BEGIN {{ print $t1 - $t0 }}")
 echo read $(awk "BEGIN {{ print $t3 - $t2 }}")
 echo files $(awk "BEGIN {{ print $t5 - $t3 }}")
+"""
+
+# Milliseconds to create and delete N empty files in "$1", timed in the
+# guest (the shell's own work is the same on both sides).
+SMALL = f"""set -e
+mkdir -p "$1/airlock-small" && cd "$1/airlock-small"
+s=$(date +%s%N)
+i=0; while [ $i -lt {args.small_files} ]; do : > f$i; i=$((i+1)); done
+rm -f f*
+echo $(( ($(date +%s%N) - s) / 1000000 ))
+cd .. && rmdir airlock-small
 """
 
 
@@ -72,8 +90,19 @@ try:
         g, h = amount / guest[key], amount / host[key]
         print(f"{key:6} sandbox {g:10.1f} {unit:8} host {h:10.1f} {unit:8} ratio {g / h:.2f}")
 
-    # Clone mode: one commit in the guest, then a timed fetch on the host.
     import statistics
+    small = {"workspace": [], "guest disk": []}
+    for _ in range(args.repeats):
+        for label, where in (("workspace", ws), ("guest disk", "/var/tmp")):
+            out = airlock("exec", "-u", "root", "wsbench", "--", "sh", "-c", SMALL, "sh", where)
+            small[label].append(int(out.split()[-1]))
+    print(f"create+delete {args.small_files} files, {args.repeats} repeats:")
+    for label, ms in small.items():
+        print(f"  {label:10} min {min(ms)} / median {statistics.median(ms):.0f} / max {max(ms)} ms")
+    print(f"  workspace / guest disk: "
+          f"{statistics.median(small['workspace']) / statistics.median(small['guest disk']):.2f}x")
+
+    # Clone mode: one commit in the guest, then a timed fetch on the host.
     repo = tmp + "/repo"
     gitenv = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", HOME=tmp)
     subprocess.run(["git", "init", "-q", "-b", "main", repo], check=True, env=gitenv)
