@@ -49,7 +49,7 @@ class RawTerminal {
 
 }  // namespace
 
-int RunExec(vmm::Vmm::Stub& stub, const ExecOptions& o) {
+std::variant<int, ExecRefusal> TryExec(vmm::Vmm::Stub& stub, const ExecOptions& o) {
   bool local_tty = o.tty && isatty(STDIN_FILENO);
   grpc::ClientContext ctx;
   auto stream = stub.Exec(&ctx);
@@ -129,8 +129,10 @@ int RunExec(vmm::Vmm::Stub& stub, const ExecOptions& o) {
 
   int code = kExitCannotRun;
   bool exited = false;
+  bool answered = false;
   vmm::ExecResponse resp;
   while (stream->Read(&resp)) {
+    answered = true;
     switch (resp.msg_case()) {
       case vmm::ExecResponse::kStdout: WriteAll(STDOUT_FILENO, resp.stdout()); break;
       case vmm::ExecResponse::kStderr: WriteAll(STDERR_FILENO, resp.stderr()); break;
@@ -158,12 +160,22 @@ int RunExec(vmm::Vmm::Stub& stub, const ExecOptions& o) {
   close(stop_pipe[1]);
   close(g_signal_pipe[0]);
   close(g_signal_pipe[1]);
+  // Refused before any answer: the caller tells what the refusal means.
+  if (!exited && !answered && !s.ok()) return ExecRefusal{s};
   if (!exited) {
     std::cerr << "airlock: exec in " << o.sandbox << ": "
               << (s.ok() ? "the stream ended without an exit status" : s.error_message()) << "\n";
     return kExitCannotRun;
   }
   return code;
+}
+
+int RunExec(vmm::Vmm::Stub& stub, const ExecOptions& o) {
+  auto outcome = TryExec(stub, o);
+  if (const int* code = std::get_if<int>(&outcome)) return *code;
+  std::cerr << "airlock: exec in " << o.sandbox << ": "
+            << std::get<ExecRefusal>(outcome).status.error_message() << "\n";
+  return kExitCannotRun;
 }
 
 }  // namespace airlock::cli

@@ -4,6 +4,7 @@
 #define AIRLOCK_CLI_EXEC_CLIENT_H_
 
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "protos/vmm/v1/vmm.grpc.pb.h"
@@ -31,6 +32,16 @@ inline constexpr int kExitCannotRun = 125;
 // RunExec runs the command and returns its exit code, or kExitCannotRun
 // after printing why on stderr.
 int RunExec(airlock::vmm::v1::Vmm::Stub& vmm, const ExecOptions& options);
+
+// ExecRefusal is an exec vmmd refused before any answer: its status, so a
+// caller can tell "the sandbox is not running" (FAILED_PRECONDITION) from
+// the rest. TryExec returns it instead of printing it; anything else goes
+// as RunExec's does (the exit code).
+struct ExecRefusal {
+  grpc::Status status;
+};
+std::variant<int, ExecRefusal> TryExec(airlock::vmm::v1::Vmm::Stub& vmm,
+                                       const ExecOptions& options);
 
 }  // namespace airlock::cli
 

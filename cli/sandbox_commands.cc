@@ -750,9 +750,25 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
     // A running sandbox's exec needs vmmd alone.
     auto stub = Connect(/*may_boot=*/false);
     if (!stub) return void(*exit_code = kExitCannotRun);
-    if (!EnsureStarted(*stub, eo->sandbox, exit_code)) return;
     ExecOptions o = *eo;
     o.argv = *after_dashes;
+    if (!o.interactive && !o.tty) {
+      // Nothing of the user's is read before vmmd answers, so the exec is
+      // tried at once, without a round trip to ask whether the sandbox
+      // runs. vmmd refuses one for a sandbox that is not there or not
+      // running (NOT_FOUND, FAILED_PRECONDITION) before the guest is
+      // asked: nothing ran, and the sandbox is started (or the error
+      // said) as before.
+      auto first = TryExec(*stub, o);
+      if (const int* code = std::get_if<int>(&first)) return void(*exit_code = *code);
+      const grpc::Status& refused = std::get<ExecRefusal>(first).status;
+      if (refused.error_code() != grpc::StatusCode::FAILED_PRECONDITION &&
+          refused.error_code() != grpc::StatusCode::NOT_FOUND) {
+        std::cerr << "airlock: exec in " << eo->sandbox << ": " << refused.error_message() << "\n";
+        return void(*exit_code = kExitCannotRun);
+      }
+    }
+    if (!EnsureStarted(*stub, eo->sandbox, exit_code)) return;
     *exit_code = RunExec(*stub, o);
   });
 }
