@@ -163,19 +163,21 @@ std::variant<int, ExecRefusal> TryExec(vmm::Vmm::Stub& stub, const ExecOptions& 
   // Refused before any answer: the caller tells what the refusal means.
   if (!exited && !answered && !s.ok()) return ExecRefusal{s};
   if (!exited) {
-    std::cerr << "airlock: exec in " << o.sandbox << ": "
-              << (s.ok() ? "the stream ended without an exit status" : s.error_message()) << "\n";
-    return kExitCannotRun;
+    return ExecFailed(o.sandbox,
+                      s.ok() ? "the stream ended without an exit status" : s.error_message());
   }
   return code;
+}
+
+int ExecFailed(const std::string& sandbox, const std::string& why) {
+  std::cerr << "airlock: exec in " << sandbox << ": " << why << "\n";
+  return kExitCannotRun;
 }
 
 int RunExec(vmm::Vmm::Stub& stub, const ExecOptions& o) {
   auto outcome = TryExec(stub, o);
   if (const int* code = std::get_if<int>(&outcome)) return *code;
-  std::cerr << "airlock: exec in " << o.sandbox << ": "
-            << std::get<ExecRefusal>(outcome).status.error_message() << "\n";
-  return kExitCannotRun;
+  return ExecFailed(o.sandbox, std::get<ExecRefusal>(outcome).status.error_message());
 }
 
 }  // namespace airlock::cli

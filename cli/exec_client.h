@@ -43,6 +43,10 @@ struct ExecRefusal {
 std::variant<int, ExecRefusal> TryExec(airlock::vmm::v1::Vmm::Stub& vmm,
                                        const ExecOptions& options);
 
+// ExecFailed says on stderr why the exec in `sandbox` did not run or end
+// ("airlock: exec in NAME: WHY") and returns kExitCannotRun.
+int ExecFailed(const std::string& sandbox, const std::string& why);
+
 }  // namespace airlock::cli
 
 #endif  // AIRLOCK_CLI_EXEC_CLIENT_H_

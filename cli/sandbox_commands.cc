@@ -764,8 +764,7 @@ void AddSandboxCommands(CLI::App& app, const std::vector<std::string>* after_das
       const grpc::Status& refused = std::get<ExecRefusal>(first).status;
       if (refused.error_code() != grpc::StatusCode::FAILED_PRECONDITION &&
           refused.error_code() != grpc::StatusCode::NOT_FOUND) {
-        std::cerr << "airlock: exec in " << eo->sandbox << ": " << refused.error_message() << "\n";
-        return void(*exit_code = kExitCannotRun);
+        return void(*exit_code = ExecFailed(eo->sandbox, refused.error_message()));
       }
     }
     if (!EnsureStarted(*stub, eo->sandbox, exit_code)) return;
