@@ -9,8 +9,9 @@ proxyd-only case.
   1 plain HTTP   GET of a small body from nginx, driven by wrk (--concurrency
                  connections, --duration seconds, --repeat runs per column,
                  each figure min/median/max), twice: a new connection per
-                 request, and kept-alive connections (proxyd serves one
-                 request per connection, so there wrk reconnects):
+                 request, and kept-alive connections (each request still
+                 decided on its own; upstream, proxyd and squid both keep
+                 connections between requests):
                  requests/s, latency p50/p99, what the proxy adds to them,
                  and the proxy's CPU per request.
   2 HTTPS        the same through TLS interception: proxyd (a --method GET
@@ -664,8 +665,8 @@ htcp_port 0
 shutdown_lifetime 0 seconds
 visible_hostname egress-bench
 cache_effective_user proxy
-# Like proxyd: no upstream connection is reused between requests.
-server_persistent_connections off
+# squid's default, as proxyd: upstream connections are kept between
+# requests (proxyd per sandbox and destination).
 max_filedescriptors 4096
 """
     with open(d + "/squid.conf", "w") as f:
@@ -907,7 +908,7 @@ try:
         measure_wrk(f"1a. plain HTTP GET of a small body from nginx, wrk -c {C}, "
                     f"a new connection per request", True)
         measure_wrk(f"1b. the same with kept-alive connections (each request still decided on "
-                    f"its own; upstream, a new connection per request for both)", False)
+                    f"its own; upstream, connections kept between requests by both)", False)
     if "https" in cases:
         measure_rps("2. HTTPS GET with interception (direct: TLS to the upstream), a new "
                     "connection per request", bump_up, True, [

@@ -42,6 +42,7 @@ Attachment::~Attachment() {
   // wait on upstream, and wait for them: none outlives what it uses.
   state_->sockets.ShutdownAll();
   state_->handlers.JoinAll();
+  state_->pool.Close();
 }
 
 void Attachment::Start() {

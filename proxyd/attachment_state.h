@@ -35,6 +35,7 @@
 #include "proxyd/inject.h"
 #include "proxyd/stream.h"
 #include "proxyd/upstream.h"
+#include "proxyd/upstream_pool.h"
 
 namespace airlock::proxyd {
 
@@ -83,6 +84,8 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   std::set<std::pair<const EgressMux*, uint64_t>> live_ids;
   HandlerThreads handlers;
   SocketSet sockets;
+  // After `sockets`: a kept connection is tracked there until it closes.
+  UpstreamPool pool;
   std::atomic<int64_t> last_secrets_warning{0};
   std::atomic<int64_t> last_cap_warning{0};
 
@@ -134,15 +137,19 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   // Decide asks the current snapshot. `host` is a name, or "" with `addr`.
   Verdict Decide(const std::string& host, const Address* addr, uint16_t port, bool http,
                  const std::string& method, const std::string& path) override;
-  // Connect resolves and connects for an allowed verdict, refusing a
-  // protected address the rules do not name (the verdict turns deny).
-  absl::StatusOr<int> Connect(const std::string& host, uint16_t port, Verdict* v) override;
+  // Admit resolves for an allowed verdict, refusing a protected address
+  // the rules do not name (the verdict turns deny); Dial connects there;
+  // Connect is both.
+  absl::StatusOr<Destination> Admit(const std::string& host, uint16_t port, Verdict* v) override;
+  absl::StatusOr<int> Dial(const Destination& d) override;
+  absl::StatusOr<int> Connect(const std::string& host, uint16_t port, Verdict* v);
   void Record(const std::string& host, uint16_t port, const std::string& method,
               const std::string& path, const Verdict& v, pb::Path via) override;
   absl::StatusOr<UniqueSsl> UpstreamTls(int fd, const std::string& host) override {
     return StartUpstreamTls(px->upstream_tls.get(), fd, host);
   }
   SocketSet* Sockets() override { return &sockets; }
+  UpstreamPool* Pool() override { return &pool; }
 
   bool HandleForward(GuestConnection& g);
   bool HandleTransparent(GuestConnection& g, const Address& addr, uint16_t port);

@@ -30,6 +30,22 @@ bool CopyChunked(Stream& from, Stream& to) {
   return true;
 }
 
+// OpenUpstream connects an admitted destination, with TLS to it when the
+// client's side has TLS.
+absl::StatusOr<std::unique_ptr<Stream>> OpenUpstream(ExchangePeers& peers, const Destination& d,
+                                                     bool tls) {
+  auto fd = peers.Dial(d);
+  if (!fd.ok()) return fd.status();
+  auto upstream = std::make_unique<Stream>(*fd, peers.Sockets());
+  SetTimeouts(*fd, kIdleTimeout);
+  if (tls) {
+    auto ssl = peers.UpstreamTls(*fd, d.host);
+    if (!ssl.ok()) return ssl.status();
+    upstream->StartTls(std::move(*ssl));
+  }
+  return upstream;
+}
+
 }  // namespace
 
 std::string ErrorResponse(int status, absl::string_view reason, absl::string_view body) {
@@ -99,10 +115,8 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
                      "; refused because path rules apply to ", host)));
     return false;
   }
-  absl::StatusOr<int> fd = absl::PermissionDeniedError("denied");
-  if (v.allow) fd = peers.Connect(host, port, &v);
-  // Owns the upstream socket from here, whatever return comes next.
-  std::unique_ptr<Stream> owned = fd.ok() ? std::make_unique<Stream>(*fd, peers.Sockets()) : nullptr;
+  absl::StatusOr<Destination> dest = absl::PermissionDeniedError("denied");
+  if (v.allow) dest = peers.Admit(host, port, &v);
   if (!v.allow) {
     peers.Record(host, port, req->method, target->path, v, via);
     client.WriteAll(DenyResponse(host, port, v.rule_text, v.rule_id, v.reason));
@@ -153,23 +167,12 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
   }
   v.credential = absl::StrJoin(placed, ",");
   peers.Record(host, port, req->method, target->path, v, via);
-  if (!fd.ok()) {
-    client.WriteAll(ErrorResponse(502, "Bad Gateway", fd.status().message()));
+  if (!dest.ok()) {
+    client.WriteAll(ErrorResponse(502, "Bad Gateway", dest.status().message()));
     return false;
   }
-  Stream& upstream = *owned;
-  SetTimeouts(*fd, kIdleTimeout);
-  if (client.tls()) {
-    auto ssl = peers.UpstreamTls(*fd, host);
-    if (!ssl.ok()) {
-      client.WriteAll(ErrorResponse(502, "Bad Gateway", ssl.status().message()));
-      return false;
-    }
-    upstream.StartTls(std::move(*ssl));
-  }
   // The client may keep its connection for the next request (each one
-  // comes back here to be decided); upstream, each request has a
-  // connection of its own, so nothing reaches a server undecided.
+  // comes back here to be decided).
   std::string client_connection =
       absl::AsciiStrToLower(absl::StrCat(req->Get("Connection"), ",", req->Get("Proxy-Connection")));
   bool keep_alive = req->version == "HTTP/1.1" &&
@@ -177,29 +180,64 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
   req->Remove("Proxy-Connection");
   req->Remove("Proxy-Authorization");
   req->Remove("Keep-Alive");
-  // A WebSocket upgrade keeps its Connection header (the 101 is spliced);
-  // everything else is one request per upstream connection.
+  // A WebSocket upgrade keeps its Connection header (the 101 is spliced).
+  // Everything else asks the upstream to keep the connection (HTTP/1.1's
+  // default) so that it can carry this sandbox's next decided request to
+  // the same destination; an HTTP/1.0 request closes it.
   bool websocket = absl::AsciiStrToLower(req->Get("Upgrade")) == "websocket";
+  bool http11 = req->version == "HTTP/1.1";
   if (!websocket) {
     req->Remove("Upgrade");
-    req->Set("Connection", "close");
-  }
-  if (!upstream.WriteAll(SerializeRequestHead(*req))) return false;
-  uint64_t length = 0;
-  if (body_read) {
-    if (!upstream.WriteAll(body)) return false;
-  } else
-    switch (RequestBodyKind(*req, &length)) {
-      case BodyKind::kLength:
-        if (!CopyExactly(client, upstream, length)) return false;
-        break;
-      case BodyKind::kChunked:
-        if (!CopyChunked(client, upstream)) return false;
-        break;
-      default:
-        break;
+    if (http11) {
+      req->Remove("Connection");
+    } else {
+      req->Set("Connection", "close");
     }
-  auto resp_head = ReadHead(upstream, kMaxHead);
+  }
+  std::string request_head = SerializeRequestHead(*req);
+  uint64_t length = 0;
+  BodyKind request_body = body_read ? BodyKind::kLength : RequestBodyKind(*req, &length);
+  // A kept connection is used only for a request this side can send again
+  // (no body, or one read whole): a server may close a kept connection
+  // just as it is taken, and then the request goes once more on a new one.
+  bool replayable = body_read || request_body == BodyKind::kNone;
+  std::string pool_key = dest->PoolKey(client.tls());
+  std::unique_ptr<Stream> upstream = replayable ? peers.Pool()->Take(pool_key) : nullptr;
+  absl::StatusOr<std::string> resp_head;
+  while (true) {
+    bool kept = upstream != nullptr;
+    if (!kept) {
+      auto made = OpenUpstream(peers, *dest, client.tls());
+      if (!made.ok()) {
+        client.WriteAll(ErrorResponse(502, "Bad Gateway", made.status().message()));
+        return false;
+      }
+      upstream = std::move(*made);
+    }
+    bool sent = upstream->WriteAll(request_head);
+    if (sent && body_read) {
+      sent = upstream->WriteAll(body);
+    } else if (sent) {
+      switch (request_body) {
+        case BodyKind::kLength:
+          if (!CopyExactly(client, *upstream, length)) return false;
+          break;
+        case BodyKind::kChunked:
+          if (!CopyChunked(client, *upstream)) return false;
+          break;
+        default:
+          break;
+      }
+    }
+    bool none_read = !sent;
+    if (sent) resp_head = ReadHead(*upstream, kMaxHead, &none_read);
+    if (kept && none_read) {
+      upstream.reset();  // closed by the server while kept: a new one
+      continue;
+    }
+    if (!sent) return false;
+    break;
+  }
   if (!resp_head.ok()) {
     client.WriteAll(ErrorResponse(
         502, "Bad Gateway",
@@ -211,7 +249,7 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
   // pass through; the final one follows.
   while (resp.ok() && resp->status >= 100 && resp->status < 200 && resp->status != 101) {
     if (!client.WriteAll(SerializeResponseHead(*resp))) return false;
-    resp_head = ReadHead(upstream, kMaxHead);
+    resp_head = ReadHead(*upstream, kMaxHead);
     if (!resp_head.ok()) return false;
     resp = ParseResponseHead(*resp_head);
   }
@@ -220,6 +258,10 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
     return false;
   }
   bool upgrade = resp->status == 101;
+  // The upstream keeps the connection (HTTP/1.1, no "close") for the next
+  // request, once this response has been carried whole.
+  bool reusable = http11 && !websocket && resp->version == "HTTP/1.1" &&
+                  !absl::StrContains(absl::AsciiStrToLower(resp->Get("Connection")), "close");
   BodyKind body_kind = upgrade ? BodyKind::kUntilClose
                                : ResponseBodyKind(*resp, req->method, &length);
   // Kept alive only when the response's end is known without a close.
@@ -234,21 +276,26 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
   }
   if (!client.WriteAll(SerializeResponseHead(*resp))) return false;
   if (upgrade) {
-    Splice(client, upstream);
+    Splice(client, *upstream);
     return false;
   }
+  bool whole = false;
   switch (body_kind) {
     case BodyKind::kLength:
-      return CopyExactly(upstream, client, length) && keep_alive;
+      whole = CopyExactly(*upstream, client, length);
+      break;
     case BodyKind::kChunked:
-      return CopyChunked(upstream, client) && keep_alive;
+      whole = CopyChunked(*upstream, client);
+      break;
     case BodyKind::kUntilClose:
-      CopyUntilEnd(upstream, client);
+      CopyUntilEnd(*upstream, client);
       return false;
     case BodyKind::kNone:
-      return keep_alive;
+      whole = true;
+      break;
   }
-  return false;
+  if (whole && reusable) peers.Pool()->Keep(pool_key, std::move(upstream));
+  return whole && keep_alive;
 }
 
 }  // namespace airlock::proxyd

@@ -24,6 +24,7 @@
 #include "proxyd/stream.h"
 #include "proxyd/tls.h"
 #include "proxyd/upstream.h"
+#include "proxyd/upstream_pool.h"
 
 namespace airlock::proxyd {
 
@@ -60,9 +61,13 @@ class ExchangePeers {
   // Decide asks the current policy. `host` is a name, or "" with `addr`.
   virtual Verdict Decide(const std::string& host, const Address* addr, uint16_t port, bool http,
                          const std::string& method, const std::string& path) = 0;
-  // Connect connects an allowed destination; it may turn the verdict to a
-  // deny (a protected address), with an error.
-  virtual absl::StatusOr<int> Connect(const std::string& host, uint16_t port, Verdict* v) = 0;
+  // Admit finds where an allowed destination's connection goes, without
+  // connecting; it may turn the verdict to a deny (a protected address),
+  // with an error.
+  virtual absl::StatusOr<Destination> Admit(const std::string& host, uint16_t port,
+                                            Verdict* v) = 0;
+  // Dial connects an admitted destination.
+  virtual absl::StatusOr<int> Dial(const Destination& d) = 0;
   // Credentials are what to place in a request to host:port (none when
   // secretsd has none or cannot be reached).
   virtual std::vector<Placement> Credentials(const std::string& host, uint16_t port) = 0;
@@ -73,12 +78,16 @@ class ExchangePeers {
   virtual absl::StatusOr<UniqueSsl> UpstreamTls(int fd, const std::string& host) = 0;
   // Sockets tracks the upstream sockets (shut down when the attachment stops).
   virtual SocketSet* Sockets() = 0;
+  // Pool keeps upstream connections between requests of this sandbox.
+  virtual UpstreamPool* Pool() = 0;
 };
 
 // ServeRequests serves the request whose head is `head` and every later
 // one the client sends on the same connection, each parsed, decided, given
-// its credentials and sent upstream on its own (a new upstream connection
-// each, with "Connection: close"), as long as both sides keep it alive.
+// its credentials and sent upstream on its own, as long as both sides keep
+// it alive. Upstream, a request goes on a connection kept from an earlier
+// exchange with the same destination (Pool) or a new one; a kept
+// connection that turns out closed before answering is replaced once.
 // `conn_host` is "" for a forward proxy's client (the request line names
 // the target), else the host the connection was decided for (the Host
 // header must name it).

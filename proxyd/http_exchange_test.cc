@@ -42,9 +42,7 @@ std::string ReadRequest(int fd) {
 
 class FakePeers : public ExchangePeers {
  public:
-  ~FakePeers() override {
-    for (auto& t : upstreams_) t.join();
-  }
+  ~FakePeers() override { Finish(); }
 
   // Allows everything but what `deny` names.
   std::function<bool(const std::string& host, const std::string& method,
@@ -56,6 +54,13 @@ class FakePeers : public ExchangePeers {
   absl::Status connect_error;
   bool connect_turns_deny = false;
   std::vector<Placement> placements;
+  // How an upstream treats its connection: it answers one request and
+  // closes (the default), or answers every request until the client ends
+  // (`keep_serving`); with `answers` > 0 it answers that many, then reads
+  // one more and closes without answering (a server closing a kept
+  // connection just as it is taken).
+  bool keep_serving = false;
+  int answers = 0;
 
   Verdict Decide(const std::string& host, const Address*, uint16_t port, bool http,
                  const std::string& method, const std::string& path) override {
@@ -68,27 +73,39 @@ class FakePeers : public ExchangePeers {
     v.path_rules = path_rules;
     return v;
   }
-  absl::StatusOr<int> Connect(const std::string& host, uint16_t, Verdict* v) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++connects_;
+  absl::StatusOr<Destination> Admit(const std::string& host, uint16_t port,
+                                    Verdict* v) override {
     if (connect_turns_deny) {
       v->allow = false;
       v->reason = host + " is a protected address";
       return absl::PermissionDeniedError(v->reason);
     }
+    Destination d;
+    d.host = host;
+    d.port = port;
+    return d;
+  }
+  absl::StatusOr<int> Dial(const Destination&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++connects_;
     if (!connect_error.ok()) return connect_error;
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
       return absl::InternalError("socketpair");
     }
-    std::string answer = response;
-    upstreams_.emplace_back([this, fd = pair[1], answer] {
-      std::string request = ReadRequest(fd);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        upstream_requests_.push_back(request);
+    upstreams_.emplace_back([this, fd = pair[1], answer = response, keep = keep_serving,
+                             limit = answers] {
+      for (int served = 0;; ++served) {
+        std::string request = ReadRequest(fd);
+        if (request.empty()) break;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          upstream_requests_.push_back(request);
+        }
+        if (limit > 0 && served == limit) break;
+        if (!answer.empty()) (void)!write(fd, answer.data(), answer.size());
+        if (!keep && limit == 0) break;
       }
-      if (!answer.empty()) (void)!write(fd, answer.data(), answer.size());
       close(fd);
     });
     return pair[0];
@@ -108,12 +125,16 @@ class FakePeers : public ExchangePeers {
     return absl::UnimplementedError("no TLS in this test");
   }
   SocketSet* Sockets() override { return &sockets_; }
+  UpstreamPool* Pool() override { return &pool_; }
 
-  // Joins the upstreams, then the lists are final.
+  // Closes the kept connections and joins the upstreams, then the lists
+  // are final.
   void Finish() {
+    pool_.Close();
     for (auto& t : upstreams_) t.join();
     upstreams_.clear();
   }
+  size_t kept() const { return pool_.idle(); }
   const std::vector<std::string>& decided() const { return decided_; }
   const std::vector<std::string>& recorded() const { return recorded_; }
   const std::vector<std::string>& upstream_requests() const { return upstream_requests_; }
@@ -127,13 +148,15 @@ class FakePeers : public ExchangePeers {
   int connects_ = 0;
   int credential_asks_ = 0;
   SocketSet sockets_;
+  UpstreamPool pool_;
 };
 
 // Exchange sends `requests` on a client connection (then ends its side),
 // serves it as a traffic path would (its first head read, then
 // ServeRequests), and returns all the client got back.
 std::string Exchange(FakePeers& peers, const std::string& requests,
-                     const std::string& conn_host = "", uint16_t conn_port = 0) {
+                     const std::string& conn_host = "", uint16_t conn_port = 0,
+                     bool finish = true) {
   int pair[2];
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
   EXPECT_EQ(write(pair[1], requests.data(), requests.size()),
@@ -152,7 +175,7 @@ std::string Exchange(FakePeers& peers, const std::string& requests,
   for (ssize_t n; (n = read(pair[1], buf, sizeof(buf))) > 0;) got.append(buf, n);
   server.join();
   close(pair[1]);
-  peers.Finish();
+  if (finish) peers.Finish();
   return got;
 }
 
@@ -182,7 +205,8 @@ TEST(HttpExchangeTest, AnAllowedRequestGoesUpstreamAloneAndWithoutProxyHeaders) 
   ASSERT_EQ(peers.upstream_requests().size(), 1u);
   const std::string& up = peers.upstream_requests()[0];
   EXPECT_TRUE(absl::StartsWith(up, "GET /a?b=1 HTTP/1.1\r\n")) << up;
-  EXPECT_TRUE(absl::StrContains(up, "Connection: close\r\n")) << up;
+  // HTTP/1.1 upstream: kept for the next request, so no Connection.
+  EXPECT_FALSE(absl::StrContains(up, "Connection:")) << up;
   EXPECT_FALSE(absl::StrContains(up, "Proxy-")) << up;
   EXPECT_FALSE(absl::StrContains(up, "Keep-Alive")) << up;
   EXPECT_EQ(peers.decided(), std::vector<std::string>{"example.test:8080 GET /a"});
@@ -200,9 +224,99 @@ TEST(HttpExchangeTest, EachRequestOnAKeptAliveConnectionIsDecidedAndSentOnItsOwn
   EXPECT_EQ(peers.decided(),
             (std::vector<std::string>{"example.test:80 GET /one", "example.test:80 GET /two",
                                       "example.test:80 GET /three"}));
-  // Three upstream connections, each with one request.
+  // Upstreams that close after each answer: three connections, each with
+  // one request.
   ASSERT_EQ(peers.upstream_requests().size(), 3u);
   for (const auto& up : peers.upstream_requests()) EXPECT_EQ(Count(up, "GET /"), 1u) << up;
+  EXPECT_EQ(peers.connects(), 3);
+}
+
+TEST(HttpExchangeTest, AnUpstreamThatKeepsItsConnectionCarriesEachDecidedRequest) {
+  FakePeers peers;
+  peers.keep_serving = true;
+  peers.deny = [](const std::string&, const std::string&, const std::string& path) {
+    return path == "/secret";
+  };
+  std::string got = Exchange(peers,
+                             "GET /one HTTP/1.1\r\nHost: example.test\r\n\r\n"
+                             "GET /two HTTP/1.1\r\nHost: example.test\r\n\r\n"
+                             "GET /three HTTP/1.1\r\nHost: example.test\r\n\r\n",
+                             "example.test", 80, /*finish=*/false);
+  EXPECT_EQ(Count(got, "HTTP/1.1 200 OK"), 3u) << got;
+  EXPECT_EQ(peers.connects(), 1);
+  EXPECT_EQ(peers.kept(), 1u);
+  // Another client connection of the sandbox to the same destination
+  // takes the kept connection; its denied request never reaches it.
+  got = Exchange(peers,
+                 "GET /four HTTP/1.1\r\nHost: example.test\r\n\r\n"
+                 "GET /secret HTTP/1.1\r\nHost: example.test\r\n\r\n",
+                 "example.test", 80);
+  EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 200 OK")) << got;
+  EXPECT_EQ(Count(got, "HTTP/1.1 403 "), 1u) << got;
+  EXPECT_EQ(peers.connects(), 1);
+  EXPECT_EQ(peers.decided(),
+            (std::vector<std::string>{"example.test:80 GET /one", "example.test:80 GET /two",
+                                      "example.test:80 GET /three", "example.test:80 GET /four",
+                                      "example.test:80 GET /secret"}));
+  ASSERT_EQ(peers.upstream_requests().size(), 4u);
+  EXPECT_TRUE(absl::StartsWith(peers.upstream_requests()[3], "GET /four ")) << got;
+}
+
+TEST(HttpExchangeTest, AKeptConnectionTheServerClosesIsReplacedOnceAndTheRequestSentAgain) {
+  FakePeers peers;
+  peers.answers = 1;  // answers /one, reads /two and closes
+  std::string got = Exchange(peers,
+                             "GET /one HTTP/1.1\r\nHost: example.test\r\n\r\n"
+                             "GET /two HTTP/1.1\r\nHost: example.test\r\n\r\n",
+                             "example.test", 80);
+  EXPECT_EQ(Count(got, "HTTP/1.1 200 OK"), 2u) << got;
+  EXPECT_EQ(peers.connects(), 2);
+  // /two was decided once, and reached the second connection.
+  EXPECT_EQ(peers.decided(), (std::vector<std::string>{"example.test:80 GET /one",
+                                                       "example.test:80 GET /two"}));
+  ASSERT_EQ(peers.upstream_requests().size(), 3u);
+  EXPECT_TRUE(absl::StartsWith(peers.upstream_requests()[2], "GET /two ")) << got;
+}
+
+TEST(HttpExchangeTest, AnUpstreamThatSendsPastItsResponseIsNeverReused) {
+  FakePeers peers;
+  peers.keep_serving = true;
+  // Two bytes announced, more sent: what follows would be read as the
+  // answer to the next request.
+  peers.response = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                   "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged";
+  std::string got = Exchange(peers,
+                             "GET /one HTTP/1.1\r\nHost: example.test\r\n\r\n"
+                             "GET /two HTTP/1.1\r\nHost: example.test\r\n\r\n",
+                             "example.test", 80);
+  EXPECT_FALSE(absl::StrContains(got, "forged")) << got;
+  EXPECT_EQ(Count(got, "HTTP/1.1 200 OK"), 2u) << got;
+  EXPECT_EQ(peers.connects(), 2);
+}
+
+TEST(HttpExchangeTest, ARequestWithAStreamedBodyTakesANewConnection) {
+  FakePeers peers;
+  peers.keep_serving = true;
+  std::string got = Exchange(peers,
+                             "GET /one HTTP/1.1\r\nHost: example.test\r\n\r\n"
+                             "POST /up HTTP/1.1\r\nHost: example.test\r\nContent-Length: 5\r\n"
+                             "\r\nhello",
+                             "example.test", 80);
+  EXPECT_EQ(Count(got, "HTTP/1.1 200 OK"), 2u) << got;
+  EXPECT_EQ(peers.connects(), 2);
+}
+
+TEST(HttpExchangeTest, HttpOneZeroUpstreamRequestsCloseTheirConnection) {
+  FakePeers peers;
+  peers.keep_serving = true;
+  std::string got =
+      Exchange(peers, "GET /a HTTP/1.0\r\nHost: example.test\r\n\r\n", "example.test", 80,
+               /*finish=*/false);
+  EXPECT_EQ(Count(got, "HTTP/1.1 200 OK"), 1u) << got;
+  EXPECT_EQ(peers.kept(), 0u);
+  peers.Finish();
+  ASSERT_EQ(peers.upstream_requests().size(), 1u);
+  EXPECT_TRUE(absl::StrContains(peers.upstream_requests()[0], "Connection: close\r\n"));
 }
 
 TEST(HttpExchangeTest, ADenyMidConnectionEndsItAndTheRestIsNeverRead) {

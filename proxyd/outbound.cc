@@ -36,13 +36,18 @@ absl::StatusOr<int> DialUpstream(const ProxyContext& px, const std::string& host
   return fd;
 }
 
-absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t port, Verdict* v) {
+absl::StatusOr<Destination> Attachment::State::Admit(const std::string& host, uint16_t port,
+                                                      Verdict* v) {
+  Destination d;
+  d.host = host;
+  d.port = port;
+  d.via_proxy = px->network.ProxyFor(host);
   auto resolved = px->resolver.Resolve(host);
   if (!resolved.ok()) {
     // Through an upstream proxy a name this host cannot resolve is the
     // proxy's to resolve (as on networks without outside DNS).
-    if (!px->network.ProxyFor(host)) return resolved.status();
-    return DialUpstream(*px, host, nullptr, port, kUpstreamConnectTimeout);
+    if (!d.via_proxy) return resolved.status();
+    return d;
   }
   // An operator's trusted range lets names reach a protected address
   // (split DNS), when a rule names the host: an IP literal the guest gave,
@@ -66,7 +71,20 @@ absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t
       return absl::PermissionDeniedError(v->reason);
     }
   }
-  return DialUpstream(*px, host, &resolved->address, port, kUpstreamConnectTimeout);
+  d.resolved = true;
+  d.address = resolved->address;
+  return d;
+}
+
+absl::StatusOr<int> Attachment::State::Dial(const Destination& d) {
+  return DialUpstream(*px, d.host, d.resolved ? &d.address : nullptr, d.port,
+                      kUpstreamConnectTimeout);
+}
+
+absl::StatusOr<int> Attachment::State::Connect(const std::string& host, uint16_t port, Verdict* v) {
+  auto d = Admit(host, port, v);
+  if (!d.ok()) return d.status();
+  return Dial(*d);
 }
 
 void Attachment::State::Record(const std::string& host, uint16_t port, const std::string& method,

@@ -72,8 +72,9 @@ void SetTimeouts(int fd, std::chrono::seconds timeout) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max) {
+absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max, bool* none_read) {
   std::string buf;
+  if (none_read != nullptr) *none_read = false;
   char chunk[16384];
   while (true) {
     size_t end = FindHeadEnd(buf);
@@ -87,6 +88,7 @@ absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max) {
     }
     ssize_t n = stream.Read(chunk, sizeof(chunk));
     if (n <= 0) {
+      if (none_read != nullptr) *none_read = buf.empty();
       return absl::UnavailableError(buf.empty() ? "the connection closed"
                                                 : "the connection closed inside a message head");
     }

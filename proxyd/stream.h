@@ -63,8 +63,9 @@ void SetTimeouts(int fd, std::chrono::seconds timeout);
 
 // ReadHead reads until a complete message head ("...\r\n\r\n") and returns
 // it; bytes after it stay in stream.unread(). Errors: the stream ended
-// (UNAVAILABLE) or the head passed `max` bytes (RESOURCE_EXHAUSTED).
-absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max);
+// (UNAVAILABLE) or the head passed `max` bytes (RESOURCE_EXHAUSTED). With
+// `none_read`, set to whether the stream ended (or failed) before a byte.
+absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max, bool* none_read = nullptr);
 
 // Peek returns up to `n` first bytes of a plain stream without consuming
 // them, waiting at most `wait` for at least 3 (enough to tell TLS, HTTP

@@ -176,6 +176,11 @@ absl::StatusOr<Resolved> Resolver::Resolve(const std::string& host) const {
   return out;
 }
 
+std::string Destination::PoolKey(bool tls) const {
+  return absl::StrCat(tls ? "tls " : "tcp ", host, ":", port, " at ",
+                      via_proxy ? "proxy" : (resolved ? AddressText(address) : "-"));
+}
+
 absl::StatusOr<int> ConnectTo(const Address& addr, uint16_t port, std::chrono::seconds timeout) {
   sockaddr_storage ss{};
   socklen_t len;

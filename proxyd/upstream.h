@@ -73,6 +73,23 @@ class Resolver {
   std::map<std::string, Address> static_map_;
 };
 
+// Destination is where an allowed connection goes, checked and not yet
+// connected: the address its name resolved to (after the protected-range
+// check), or no address when only the operator's proxy can resolve the
+// name; `via_proxy` when the connection is a tunnel through that proxy.
+struct Destination {
+  std::string host;
+  uint16_t port = 0;
+  bool resolved = false;
+  Address address{};
+  bool via_proxy = false;
+
+  // PoolKey names the destination for kept connections (UpstreamPool):
+  // two requests share a connection only when host, port, address (or
+  // proxy) and `tls` are all the same.
+  std::string PoolKey(bool tls) const;
+};
+
 // ConnectTo opens a TCP connection; the error says where and why.
 absl::StatusOr<int> ConnectTo(const Address& addr, uint16_t port, std::chrono::seconds timeout);
 

@@ -18,7 +18,9 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -101,16 +103,80 @@ class EchoServer {
   std::thread thread_;
 };
 
+// OkServer answers every HTTP request on 127.0.0.1 with a kept-alive
+// "200 ok", counting the connections it accepted and the requests it read.
+class OkServer {
+ public:
+  OkServer() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd_, 16) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      while (true) {
+        int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) return;  // shut down
+        accepted_++;
+        std::thread([this, c] {
+          std::string got;
+          char buf[4096];
+          ssize_t n;
+          while ((n = read(c, buf, sizeof(buf))) > 0) {
+            got.append(buf, n);
+            for (size_t end; (end = got.find("\r\n\r\n")) != std::string::npos;) {
+              {
+                std::lock_guard<std::mutex> lock(mu_);
+                requests_.push_back(got.substr(0, got.find("\r\n")));
+              }
+              got.erase(0, end + 4);
+              if (!WriteAll(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) break;
+            }
+          }
+          close(c);
+        }).detach();
+      }
+    });
+  }
+  ~OkServer() {
+    shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_; }
+  std::vector<std::string> requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::mutex mu_;
+  std::vector<std::string> requests_;
+  std::thread thread_;
+};
+
 class EgressTunnelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_GT(echo_.port(), 0);
+    ASSERT_GT(http_.port(), 0);
     env_ = testing::AirlockEnv(dir_.path());
     ASSERT_EQ(mkdir((dir_.path() + "/state").c_str(), 0700), 0);
     std::ofstream(dir_.path() + "/state/proxyd.conf") << "resolve = dup.test=127.0.0.1\n";
     ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
     ASSERT_EQ(Airlock({"policy", "init", "deny-all"}).exit_code, 0);
     ASSERT_EQ(Airlock({"policy", "allow", "network", Target(), "--sandbox", "fake"}).exit_code, 0);
+    ASSERT_EQ(Airlock({"policy", "allow", "network", HttpTarget(), "--sandbox", "fake"}).exit_code,
+              0);
     proxy_ = proxy::v1::Proxy::NewStub(DialUnix(dir_.path() + "/run/proxyd.sock"));
   }
   void TearDown() override {
@@ -125,6 +191,7 @@ class EgressTunnelTest : public ::testing::Test {
     return testing::RunAirlock(env_, args);
   }
   std::string Target() const { return "dup.test:" + std::to_string(echo_.port()); }
+  std::string HttpTarget() const { return "dup.test:" + std::to_string(http_.port()); }
 
   // Attach listens on the channel socket as QEMU would, attaches it as
   // sandbox "fake", answers proxyd's hello and its tunnel's start as the
@@ -299,6 +366,7 @@ class EgressTunnelTest : public ::testing::Test {
   }
 
   EchoServer echo_;
+  OkServer http_;
   testing::ShortTempDir dir_;
   std::map<std::string, std::string> env_;
   std::unique_ptr<proxy::v1::Proxy::Stub> proxy_;
@@ -375,6 +443,36 @@ TEST_F(EgressTunnelTest, ADeniedDestinationIsRefusedAndHoldsNoSlot) {
   EXPECT_EQ(head.rfind("HTTP/1.1 403", 0), 0u) << head;
   EXPECT_EQ(echo_.accepted(), 0);
   EXPECT_TRUE(WaitFor([this] { return OpenConnections() == 0; }));
+}
+
+// Plain HTTP through the forward proxy: requests on different guest
+// connections of the sandbox share one upstream connection, each one
+// decided first; a denied request never reaches the upstream.
+TEST_F(EgressTunnelTest, DecidedRequestsShareAKeptUpstreamConnection) {
+  ASSERT_NO_FATAL_FAILURE(Attach());
+  auto get = [this](const std::string& host, const std::string& path) {
+    return "GET http://" + host + path + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n";
+  };
+  Send({Open(20), Data(20, get(HttpTarget(), "/one"))});
+  std::string first = ReadStream(20, "ok");
+  EXPECT_EQ(first.rfind("HTTP/1.1 200", 0), 0u) << first;
+  Send({Eof(20)});
+  bool ended = false;
+  ReadStream(20, "", &ended);
+  EXPECT_TRUE(ended);
+
+  Send({Open(21), Data(21, get("elsewhere.test", "/x"))});
+  std::string denied = ReadStream(21, "\r\n\r\n");
+  EXPECT_EQ(denied.rfind("HTTP/1.1 403", 0), 0u) << denied;
+
+  Send({Open(22), Data(22, get(HttpTarget(), "/two") + get(HttpTarget(), "/three"))});
+  std::string more = ReadStream(22, "okHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  EXPECT_EQ(more.find("HTTP/1.1 200"), 0u) << more;
+  EXPECT_EQ(http_.accepted(), 1) << "each request took a connection of its own";
+  EXPECT_EQ(http_.requests(), (std::vector<std::string>{"GET /one HTTP/1.1", "GET /two HTTP/1.1",
+                                                        "GET /three HTTP/1.1"}));
+  Send({Eof(22)});
+  EXPECT_TRUE(WaitFor([this] { return OpenConnections() == 0; })) << "every slot is given back";
 }
 
 }  // namespace

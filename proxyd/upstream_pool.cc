@@ -1,0 +1,71 @@
+#include "proxyd/upstream_pool.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+
+#include <vector>
+
+namespace airlock::proxyd {
+
+bool Quiet(Stream& upstream) {
+  if (!upstream.unread().empty() || upstream.Pending() || upstream.fd() < 0) return false;
+  char c;
+  ssize_t n = recv(upstream.fd(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+std::unique_ptr<Stream> UpstreamPool::Take(const std::string& destination) {
+  // Closed outside the lock (a TLS connection's close is an SSL free).
+  std::vector<std::unique_ptr<Stream>> dropped;
+  auto now = std::chrono::steady_clock::now();
+  while (true) {
+    Kept got;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = kept_.find(destination);
+      if (it == kept_.end()) return nullptr;
+      got = std::move(it->second.back());
+      it->second.pop_back();
+      if (it->second.empty()) kept_.erase(it);
+      --count_;
+    }
+    if (now - got.since < limits_.idle && Quiet(*got.stream)) return std::move(got.stream);
+    dropped.push_back(std::move(got.stream));
+  }
+}
+
+void UpstreamPool::Keep(const std::string& destination, std::unique_ptr<Stream> upstream) {
+  if (upstream == nullptr) return;
+  std::unique_ptr<Stream> oldest;  // closed outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;  // `upstream` closes on return
+  std::deque<Kept>& q = kept_[destination];
+  if (q.size() >= limits_.per_destination) {
+    oldest = std::move(q.front().stream);
+    q.pop_front();
+    --count_;
+  }
+  if (count_ >= limits_.total) {
+    if (q.empty()) kept_.erase(destination);
+    return;  // full: the newest is not worth more than what is kept
+  }
+  q.push_back(Kept{std::move(upstream), std::chrono::steady_clock::now()});
+  ++count_;
+}
+
+void UpstreamPool::Close() {
+  std::map<std::string, std::deque<Kept>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    all.swap(kept_);
+    count_ = 0;
+  }
+}
+
+size_t UpstreamPool::idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_;
+}
+
+}  // namespace airlock::proxyd
