@@ -14,10 +14,27 @@ bool Quiet(Stream& upstream) {
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
+void UpstreamPool::TakeExpired(std::chrono::steady_clock::time_point now,
+                               std::vector<std::unique_ptr<Stream>>* into) {
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    std::deque<Kept>& q = it->second;
+    while (!q.empty() && now - q.front().since >= limits_.idle) {
+      into->push_back(std::move(q.front().stream));
+      q.pop_front();
+      --count_;
+    }
+    it = q.empty() ? kept_.erase(it) : std::next(it);
+  }
+}
+
 std::unique_ptr<Stream> UpstreamPool::Take(const std::string& destination) {
   // Closed outside the lock (a TLS connection's close is an SSL free).
   std::vector<std::unique_ptr<Stream>> dropped;
   auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TakeExpired(now, &dropped);
+  }
   while (true) {
     Kept got;
     {
@@ -29,16 +46,19 @@ std::unique_ptr<Stream> UpstreamPool::Take(const std::string& destination) {
       if (it->second.empty()) kept_.erase(it);
       --count_;
     }
-    if (now - got.since < limits_.idle && Quiet(*got.stream)) return std::move(got.stream);
+    if (Quiet(*got.stream)) return std::move(got.stream);
     dropped.push_back(std::move(got.stream));
   }
 }
 
 void UpstreamPool::Keep(const std::string& destination, std::unique_ptr<Stream> upstream) {
   if (upstream == nullptr) return;
-  std::unique_ptr<Stream> oldest;  // closed outside the lock
+  // Closed outside the lock.
+  std::vector<std::unique_ptr<Stream>> dropped;
+  std::unique_ptr<Stream> oldest;
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;  // `upstream` closes on return
+  TakeExpired(std::chrono::steady_clock::now(), &dropped);
   std::deque<Kept>& q = kept_[destination];
   if (q.size() >= limits_.per_destination) {
     oldest = std::move(q.front().stream);

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "proxyd/stream.h"
 
@@ -49,8 +50,9 @@ class UpstreamPool {
   UpstreamPool& operator=(const UpstreamPool&) = delete;
 
   // Take returns the most recently kept connection to `destination` that
-  // is still quiet, or nullptr. Those found idle too long or not quiet are
-  // closed on the way.
+  // is still quiet, or nullptr. Those found not quiet are closed on the
+  // way, and (here and in Keep) every kept connection idle past the limit,
+  // whatever its destination.
   std::unique_ptr<Stream> Take(const std::string& destination);
   // Keep holds `upstream` for the next request to `destination`; it is
   // closed instead when the pool is full (per destination or in all) or
@@ -68,6 +70,11 @@ class UpstreamPool {
     std::unique_ptr<Stream> stream;
     std::chrono::steady_clock::time_point since;
   };
+
+  // TakeExpired moves the connections idle past the limit to `into`
+  // (under mu_; the caller closes them after unlocking).
+  void TakeExpired(std::chrono::steady_clock::time_point now,
+                   std::vector<std::unique_ptr<Stream>>* into);
 
   const Limits limits_;
   mutable std::mutex mu_;

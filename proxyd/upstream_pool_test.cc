@@ -104,6 +104,14 @@ TEST(UpstreamPoolTest, ConnectionsIdlePastTheLimitAreClosed) {
   std::this_thread::sleep_for(std::chrono::milliseconds(80));
   EXPECT_EQ(pool.Take("d"), nullptr);
   EXPECT_TRUE(Closed(a.server));
+  // Whatever the destination: keeping one closes those idle too long.
+  Pair b = MakePair();
+  Pair c = MakePair();
+  pool.Keep("b", std::move(b.ours));
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  pool.Keep("c", std::move(c.ours));
+  EXPECT_TRUE(Closed(b.server));
+  EXPECT_EQ(pool.idle(), 1u);
 }
 
 TEST(UpstreamPoolTest, LimitsPerDestinationAndInAllCloseTheSurplus) {
