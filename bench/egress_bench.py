@@ -882,6 +882,12 @@ try:
             print(f"  {label:27}" + "".join(f"{fmt3(v, spec, scale):>22}" for v in values)
                   + f"{fmt(q1, '.2f'):>15}{fmt(q2, '.2f'):>14}")
         print("  (ratios of the medians)")
+        if "proxyd" in r and cpu.get("proxyd") and all(cpu["proxyd"]):
+            names = sorted(cpu["proxyd"][0])
+            share = {k: statistics.median(cp[k] / x["n"] for cp, x in zip(cpu["proxyd"], r["proxyd"])
+                                          if x["n"]) for k in names}
+            print("  proxyd column CPU per request (medians): "
+                  + ", ".join(f"{k} {share[k] * 1000:.3f} ms" for k in names))
 
     def measure_wrk(title, close):
         res, cpu = {}, {}
