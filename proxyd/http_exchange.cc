@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/policy/rules.h"
 #include "proxyd/http.h"
 #include "proxyd/tls.h"
@@ -28,6 +29,25 @@ bool CopyChunked(Stream& from, Stream& to) {
     if (body < static_cast<size_t>(n)) from.unread().insert(0, buf + body, n - body);
   }
   return true;
+}
+
+// IsIdempotent is true for the methods RFC 9110 (9.2.2) lets a proxy
+// send again on its own.
+bool IsIdempotent(const std::string& method) {
+  return method == "GET" || method == "HEAD" || method == "OPTIONS" || method == "TRACE" ||
+         method == "PUT" || method == "DELETE";
+}
+
+// NamesClose is true when any Connection header of `headers` has the
+// "close" option.
+bool NamesClose(const std::vector<Header>& headers) {
+  for (const Header& h : headers) {
+    if (!absl::EqualsIgnoreCase(h.name, "Connection")) continue;
+    for (absl::string_view option : absl::StrSplit(h.value, ',')) {
+      if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(option), "close")) return true;
+    }
+  }
+  return false;
 }
 
 // OpenUpstream connects an admitted destination, with TLS to it when the
@@ -197,10 +217,14 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
   std::string request_head = SerializeRequestHead(*req);
   uint64_t length = 0;
   BodyKind request_body = body_read ? BodyKind::kLength : RequestBodyKind(*req, &length);
-  // A kept connection is used only for a request this side can send again
-  // (no body, or one read whole): a server may close a kept connection
-  // just as it is taken, and then the request goes once more on a new one.
-  bool replayable = body_read || request_body == BodyKind::kNone;
+  // A kept connection is used only for a request that may be sent again
+  // (RFC 9110 9.2.2: an idempotent method, with no body or one read
+  // whole): a server may close a kept connection just as it is taken, and
+  // then the request goes once more on a new one. Other requests get a
+  // new connection, so they are never sent twice.
+  bool replayable = IsIdempotent(req->method) &&
+                    (body_read || request_body == BodyKind::kNone ||
+                     (request_body == BodyKind::kLength && length == 0));
   std::string pool_key = dest->PoolKey(client.tls());
   std::unique_ptr<Stream> upstream = replayable ? peers.Pool()->Take(pool_key) : nullptr;
   absl::StatusOr<std::string> resp_head;
@@ -229,6 +253,9 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
           break;
       }
     }
+    // Sent again only when the kept connection refused the request or
+    // ended cleanly before a byte of the answer: not after an error or a
+    // timeout, where the server may be working on it.
     bool none_read = !sent;
     if (sent) resp_head = ReadHead(*upstream, kMaxHead, &none_read);
     if (kept && none_read) {
@@ -261,7 +288,7 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
   // The upstream keeps the connection (HTTP/1.1, no "close") for the next
   // request, once this response has been carried whole.
   bool reusable = http11 && !websocket && resp->version == "HTTP/1.1" &&
-                  !absl::StrContains(absl::AsciiStrToLower(resp->Get("Connection")), "close");
+                  !NamesClose(resp->headers);
   BodyKind body_kind = upgrade ? BodyKind::kUntilClose
                                : ResponseBodyKind(*resp, req->method, &length);
   // Kept alive only when the response's end is known without a close.

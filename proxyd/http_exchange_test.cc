@@ -306,6 +306,38 @@ TEST(HttpExchangeTest, ARequestWithAStreamedBodyTakesANewConnection) {
   EXPECT_EQ(peers.connects(), 2);
 }
 
+TEST(HttpExchangeTest, ARequestThatMustNotBeSentTwiceNeverTakesAKeptConnection) {
+  FakePeers peers;
+  peers.keep_serving = true;
+  std::string got = Exchange(peers,
+                             "GET /one HTTP/1.1\r\nHost: example.test\r\n\r\n"
+                             "POST /two HTTP/1.1\r\nHost: example.test\r\nContent-Length: 0\r\n\r\n"
+                             "GET /three HTTP/1.1\r\nHost: example.test\r\n\r\n",
+                             "example.test", 80);
+  EXPECT_EQ(Count(got, "HTTP/1.1 200 OK"), 3u) << got;
+  // The POST got a connection of its own; the GET after it took a kept one.
+  EXPECT_EQ(peers.connects(), 2);
+}
+
+TEST(HttpExchangeTest, AResponseThatSaysCloseOrIsHttpOneZeroIsNotKept) {
+  for (const std::string& response :
+       {std::string("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n"
+                    "Connection: Keep-Alive, Close\r\n\r\nok"),
+        std::string("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")}) {
+    FakePeers peers;
+    peers.keep_serving = true;
+    peers.response = response;
+    std::string got = Exchange(peers,
+                               "GET /one HTTP/1.1\r\nHost: example.test\r\n\r\n"
+                               "GET /two HTTP/1.1\r\nHost: example.test\r\n\r\n",
+                               "example.test", 80, /*finish=*/false);
+    EXPECT_EQ(Count(got, "200 OK"), 2u) << got;
+    EXPECT_EQ(peers.connects(), 2) << response;
+    EXPECT_EQ(peers.kept(), 0u) << response;
+    peers.Finish();
+  }
+}
+
 TEST(HttpExchangeTest, HttpOneZeroUpstreamRequestsCloseTheirConnection) {
   FakePeers peers;
   peers.keep_serving = true;

@@ -86,9 +86,12 @@ absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max, bool* none_read
     if (buf.size() > max) {
       return absl::ResourceExhaustedError("the message head is too long");
     }
+    errno = 0;
     ssize_t n = stream.Read(chunk, sizeof(chunk));
     if (n <= 0) {
-      if (none_read != nullptr) *none_read = buf.empty();
+      // A server that closes a connection with bytes unread in it resets
+      // it: that is an end too, not a failure.
+      if (none_read != nullptr) *none_read = buf.empty() && (n == 0 || errno == ECONNRESET);
       return absl::UnavailableError(buf.empty() ? "the connection closed"
                                                 : "the connection closed inside a message head");
     }

@@ -46,6 +46,13 @@ class Stream {
   // Pending is true when TLS has decrypted bytes buffered (poll cannot see
   // them).
   bool Pending() const { return ssl_ != nullptr && SSL_pending(ssl_.get()) > 0; }
+  // TlsLeftovers is true when TLS holds anything not yet read: decrypted
+  // bytes, a record only partly processed, or the peer's close_notify.
+  bool TlsLeftovers() const {
+    return ssl_ != nullptr &&
+           (SSL_pending(ssl_.get()) > 0 || SSL_has_pending(ssl_.get()) ||
+            (SSL_get_shutdown(ssl_.get()) & SSL_RECEIVED_SHUTDOWN) != 0);
+  }
 
   // Buffered bytes read past a message head, served before the socket.
   std::string& unread() { return unread_; }
@@ -64,7 +71,8 @@ void SetTimeouts(int fd, std::chrono::seconds timeout);
 // ReadHead reads until a complete message head ("...\r\n\r\n") and returns
 // it; bytes after it stay in stream.unread(). Errors: the stream ended
 // (UNAVAILABLE) or the head passed `max` bytes (RESOURCE_EXHAUSTED). With
-// `none_read`, set to whether the stream ended (or failed) before a byte.
+// `none_read`, set to whether the stream ended (an end of stream or a
+// reset, not another error or a timeout) before a byte.
 absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max, bool* none_read = nullptr);
 
 // Peek returns up to `n` first bytes of a plain stream without consuming

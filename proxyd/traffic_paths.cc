@@ -147,7 +147,7 @@ bool Attachment::State::HandleInspected(GuestConnection& g, const std::string& h
   }
   switch (kind) {
     case FirstBytes::kTls:
-      upstream.reset();  // each request gets a connection of its own
+      upstream.reset();  // each request is decided, then given its connection
       ServeIntercepted(client, host, port, via);
       return true;
     case FirstBytes::kHttp: {

@@ -8,7 +8,7 @@
 namespace airlock::proxyd {
 
 bool Quiet(Stream& upstream) {
-  if (!upstream.unread().empty() || upstream.Pending() || upstream.fd() < 0) return false;
+  if (!upstream.unread().empty() || upstream.TlsLeftovers() || upstream.fd() < 0) return false;
   char c;
   ssize_t n = recv(upstream.fd(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -52,7 +52,7 @@ std::unique_ptr<Stream> UpstreamPool::Take(const std::string& destination) {
 }
 
 void UpstreamPool::Keep(const std::string& destination, std::unique_ptr<Stream> upstream) {
-  if (upstream == nullptr) return;
+  if (upstream == nullptr || !Quiet(*upstream)) return;  // closes it
   // Closed outside the lock.
   std::vector<std::unique_ptr<Stream>> dropped;
   std::unique_ptr<Stream> oldest;

@@ -51,12 +51,13 @@ class UpstreamPool {
 
   // Take returns the most recently kept connection to `destination` that
   // is still quiet, or nullptr. Those found not quiet are closed on the
-  // way, and (here and in Keep) every kept connection idle past the limit,
-  // whatever its destination.
+  // way.
   std::unique_ptr<Stream> Take(const std::string& destination);
   // Keep holds `upstream` for the next request to `destination`; it is
-  // closed instead when the pool is full (per destination or in all) or
-  // closed.
+  // closed instead when it is not quiet, or the pool is full (per
+  // destination or in all) or closed. Kept connections idle past the
+  // limit are closed by the next Take or Keep of the sandbox (whatever its
+  // destination), or by Close.
   void Keep(const std::string& destination, std::unique_ptr<Stream> upstream);
   // Close closes every kept connection; Keep closes what it gets from then
   // on (the attachment is stopping).

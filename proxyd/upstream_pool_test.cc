@@ -61,23 +61,33 @@ TEST(UpstreamPoolTest, AKeptConnectionIsTakenOnceForItsOwnDestinationOnly) {
 
 TEST(UpstreamPoolTest, AConnectionWithAnythingWaitingIsClosedNotTaken) {
   UpstreamPool pool;
-  // The server closed it while kept.
   Pair ended = MakePair();
-  shutdown(ended.server, SHUT_WR);
-  pool.Keep("d", std::move(ended.ours));
-  // The server sent more than its response.
   Pair chatty = MakePair();
-  ASSERT_EQ(write(chatty.server, "x", 1), 1);
-  pool.Keep("d", std::move(chatty.ours));
-  // Bytes read past the last response, still buffered.
   Pair buffered = MakePair();
-  buffered.ours->unread() = "HTTP/1.1 200 OK\r\n";
+  Stream* buffered_stream = buffered.ours.get();
+  pool.Keep("d", std::move(ended.ours));
+  pool.Keep("d", std::move(chatty.ours));
   pool.Keep("d", std::move(buffered.ours));
   EXPECT_EQ(pool.idle(), 3u);
+  // While kept: the server closed one, sent more than its response on
+  // another, and the third holds bytes read past its last response.
+  shutdown(ended.server, SHUT_WR);
+  ASSERT_EQ(write(chatty.server, "x", 1), 1);
+  buffered_stream->unread() = "HTTP/1.1 200 OK\r\n";
   EXPECT_EQ(pool.Take("d"), nullptr);
   EXPECT_EQ(pool.idle(), 0u);
   EXPECT_TRUE(Closed(ended.server));
   EXPECT_TRUE(Closed(buffered.server));
+  char c;
+  EXPECT_LE(read(chatty.server, &c, 1), 0);
+}
+
+TEST(UpstreamPoolTest, AConnectionNotQuietWhenKeptIsClosedAtOnce) {
+  UpstreamPool pool;
+  Pair chatty = MakePair();
+  ASSERT_EQ(write(chatty.server, "x", 1), 1);
+  pool.Keep("d", std::move(chatty.ours));
+  EXPECT_EQ(pool.idle(), 0u);
   char c;
   EXPECT_LE(read(chatty.server, &c, 1), 0);
 }

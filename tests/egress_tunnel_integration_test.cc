@@ -447,7 +447,9 @@ TEST_F(EgressTunnelTest, ADeniedDestinationIsRefusedAndHoldsNoSlot) {
 
 // Plain HTTP through the forward proxy: requests on different guest
 // connections of the sandbox share one upstream connection, each one
-// decided first; a denied request never reaches the upstream.
+// decided first, and a denied request between them changes nothing.
+// (That a denied request to the same destination never reaches a kept
+// connection is http_exchange_test's.)
 TEST_F(EgressTunnelTest, DecidedRequestsShareAKeptUpstreamConnection) {
   ASSERT_NO_FATAL_FAILURE(Attach());
   auto get = [this](const std::string& host, const std::string& path) {
