@@ -198,8 +198,20 @@ TEST_F(EgressE2ETest, MethodAndPathRulesOnInterceptedHttps) {
   Allow({host, "--method", "GET", "--path", "/repos/**"});
   // Intercepted: the guest trusts Airlock's CA (system bundle), proxyd
   // verifies the upstream against the test CA.
-  auto get = Guest(kCurl + Https("api.example.test") + "/repos/a/b");
+  auto get = Guest(kCurl + "-D - " + Https("api.example.test") + "/repos/a/b");
   EXPECT_NE(get.out.find("upstream saw GET /repos/a/b"), std::string::npos) << get.out << get.err;
+  // A second guest connection's request, decided on its own, goes over
+  // the TLS connection to the upstream that proxyd kept from the first
+  // (the upstream saw the same client port).
+  auto again = Guest(kCurl + "-D - " + Https("api.example.test") + "/repos/c");
+  EXPECT_NE(again.out.find("upstream saw GET /repos/c"), std::string::npos) << again.out;
+  auto peer = [](const std::string& out) {
+    size_t at = out.find("X-Upstream-Peer: ");
+    return at == std::string::npos ? std::string("none")
+                                   : out.substr(at + 17, out.find('\r', at) - at - 17);
+  };
+  EXPECT_NE(peer(get.out), "none") << get.out;
+  EXPECT_EQ(peer(get.out), peer(again.out)) << get.out << again.out;
   auto post = Guest(kCurl + "-X POST -d x=1 " + Https("api.example.test") + "/repos/a/b");
   EXPECT_NE(post.out.find("status=403"), std::string::npos) << post.out << post.err;
   auto other = Guest(kCurl + Https("api.example.test") + "/admin");
