@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -58,10 +59,13 @@ bool Readable(int fd, seconds limit) {
   return poll(&p, 1, static_cast<int>(limit.count() * 1000)) == 1;
 }
 
-// EchoServer echoes every connection on 127.0.0.1 until its end.
-class EchoServer {
+// LoopbackServer accepts connections on 127.0.0.1 and serves each on a
+// thread of its own with `serve`, then closes it; it counts the
+// connections it accepted. `serve` must not refer to the server (a
+// connection's thread may outlive it).
+class LoopbackServer {
  public:
-  EchoServer() {
+  explicit LoopbackServer(std::function<void(int)> serve) {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -72,23 +76,19 @@ class EchoServer {
       return;
     }
     port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] {
+    thread_ = std::thread([this, serve = std::move(serve)] {
       while (true) {
         int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) return;  // shut down
         accepted_++;
-        std::thread([c] {
-          char buf[4096];
-          ssize_t n;
-          while ((n = read(c, buf, sizeof(buf))) > 0) {
-            if (!WriteAll(c, std::string(buf, n))) break;
-          }
+        std::thread([serve, c] {
+          serve(c);
           close(c);
         }).detach();
       }
     });
   }
-  ~EchoServer() {
+  ~LoopbackServer() {
     shutdown(fd_, SHUT_RDWR);
     if (thread_.joinable()) thread_.join();
     close(fd_);
@@ -103,65 +103,48 @@ class EchoServer {
   std::thread thread_;
 };
 
-// OkServer answers every HTTP request on 127.0.0.1 with a kept-alive
-// "200 ok", counting the connections it accepted and the requests it read.
+// Echo sends back what a connection sends until its end.
+void Echo(int c) {
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(c, buf, sizeof(buf))) > 0) {
+    if (!WriteAll(c, std::string(buf, n))) break;
+  }
+}
+
+// OkServer answers every HTTP request with a kept-alive "200 ok", keeping
+// each request line it read.
 class OkServer {
  public:
-  OkServer() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd_, 16) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      return;
-    }
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] {
-      while (true) {
-        int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c < 0) return;  // shut down
-        accepted_++;
-        std::thread([this, c] {
-          std::string got;
-          char buf[4096];
-          ssize_t n;
-          while ((n = read(c, buf, sizeof(buf))) > 0) {
-            got.append(buf, n);
-            for (size_t end; (end = got.find("\r\n\r\n")) != std::string::npos;) {
-              {
-                std::lock_guard<std::mutex> lock(mu_);
-                requests_.push_back(got.substr(0, got.find("\r\n")));
-              }
-              got.erase(0, end + 4);
-              if (!WriteAll(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) break;
-            }
-          }
-          close(c);
-        }).detach();
-      }
-    });
-  }
-  ~OkServer() {
-    shutdown(fd_, SHUT_RDWR);
-    if (thread_.joinable()) thread_.join();
-    close(fd_);
-  }
-  int port() const { return port_; }
-  int accepted() const { return accepted_; }
+  int port() const { return server_.port(); }
+  int accepted() const { return server_.accepted(); }
   std::vector<std::string> requests() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return requests_;
+    std::lock_guard<std::mutex> lock(seen_->mu);
+    return seen_->requests;
   }
 
  private:
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<int> accepted_{0};
-  std::mutex mu_;
-  std::vector<std::string> requests_;
-  std::thread thread_;
+  struct Seen {
+    std::mutex mu;
+    std::vector<std::string> requests;
+  };
+  std::shared_ptr<Seen> seen_ = std::make_shared<Seen>();
+  LoopbackServer server_{[seen = seen_](int c) {
+    std::string got;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(c, buf, sizeof(buf))) > 0) {
+      got.append(buf, n);
+      for (size_t end; (end = got.find("\r\n\r\n")) != std::string::npos;) {
+        {
+          std::lock_guard<std::mutex> lock(seen->mu);
+          seen->requests.push_back(got.substr(0, got.find("\r\n")));
+        }
+        got.erase(0, end + 4);
+        if (!WriteAll(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) return;
+      }
+    }
+  }};
 };
 
 class EgressTunnelTest : public ::testing::Test {
@@ -365,7 +348,7 @@ class EgressTunnelTest : public ::testing::Test {
     return UINT64_MAX;
   }
 
-  EchoServer echo_;
+  LoopbackServer echo_{Echo};
   OkServer http_;
   testing::ShortTempDir dir_;
   std::map<std::string, std::string> env_;
