@@ -594,6 +594,16 @@ BodyKind RequestBodyKind(const RequestHead& req, uint64_t* length) {
   return BodyKind::kNone;
 }
 
+bool HasConnectionOption(const std::vector<Header>& headers, absl::string_view option) {
+  for (const Header& h : headers) {
+    if (!absl::EqualsIgnoreCase(h.name, "Connection")) continue;
+    for (absl::string_view listed : absl::StrSplit(h.value, ',')) {
+      if (absl::EqualsIgnoreCase(StripOws(listed), option)) return true;
+    }
+  }
+  return false;
+}
+
 BodyKind ResponseBodyKind(const ResponseHead& resp, absl::string_view request_method,
                           uint64_t* length) {
   *length = 0;

@@ -161,6 +161,10 @@ BodyKind RequestBodyKind(const RequestHead& req, uint64_t* length);
 BodyKind ResponseBodyKind(const ResponseHead& resp, absl::string_view request_method,
                           uint64_t* length);
 
+// HasConnectionOption is true when any Connection header of `headers`
+// lists `option` (any case): "close" in "Keep-Alive, Close".
+bool HasConnectionOption(const std::vector<Header>& headers, absl::string_view option);
+
 // ChunkedScanner follows a chunked body as it streams past, so a proxy can
 // forward exactly the body bytes, unchanged, and keep whatever follows (a
 // pipelined request) for the next message. It holds no data, only the

@@ -4,7 +4,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/policy/rules.h"
 #include "proxyd/http.h"
 #include "proxyd/tls.h"
@@ -36,18 +35,6 @@ bool CopyChunked(Stream& from, Stream& to) {
 bool IsIdempotent(const std::string& method) {
   return method == "GET" || method == "HEAD" || method == "OPTIONS" || method == "TRACE" ||
          method == "PUT" || method == "DELETE";
-}
-
-// NamesClose is true when any Connection header of `headers` has the
-// "close" option.
-bool NamesClose(const std::vector<Header>& headers) {
-  for (const Header& h : headers) {
-    if (!absl::EqualsIgnoreCase(h.name, "Connection")) continue;
-    for (absl::string_view option : absl::StrSplit(h.value, ',')) {
-      if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(option), "close")) return true;
-    }
-  }
-  return false;
 }
 
 // OpenUpstream connects an admitted destination, with TLS to it when the
@@ -288,7 +275,7 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
   // The upstream keeps the connection (HTTP/1.1, no "close") for the next
   // request, once this response has been carried whole.
   bool reusable = http11 && !websocket && resp->version == "HTTP/1.1" &&
-                  !NamesClose(resp->headers);
+                  !HasConnectionOption(resp->headers, "close");
   BodyKind body_kind = upgrade ? BodyKind::kUntilClose
                                : ResponseBodyKind(*resp, req->method, &length);
   // Kept alive only when the response's end is known without a close.

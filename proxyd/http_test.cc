@@ -585,5 +585,16 @@ TEST(DenyResponseTest, DefaultDenyDetailAndIpv6) {
             std::string::npos);
 }
 
+TEST(HasConnectionOptionTest, AnyConnectionHeaderAnyCaseAnyPlaceInItsList) {
+  std::vector<Header> h = {{"connection", "keep-alive"}, {"Content-Length", "2"},
+                           {"Connection", "Keep-Alive,  Close "}};
+  EXPECT_TRUE(HasConnectionOption(h, "close"));
+  EXPECT_TRUE(HasConnectionOption(h, "keep-alive"));
+  EXPECT_FALSE(HasConnectionOption(h, "upgrade"));
+  // An option, not a substring of one or of another header's value.
+  EXPECT_FALSE(HasConnectionOption({{"Connection", "closed"}, {"X-Note", "close"}}, "close"));
+  EXPECT_FALSE(HasConnectionOption({}, "close"));
+}
+
 }  // namespace
 }  // namespace airlock::proxyd
