@@ -37,6 +37,11 @@ void AgentLink::Reset() {
   channel_.reset();
 }
 
+void AgentLink::Relocate(std::string socket_path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  socket_path_ = std::move(socket_path);
+}
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> AgentLink::Connect(milliseconds timeout) {
   auto fd = ConnectAgentPort(socket_path_, timeout, first_resend_);
   if (!fd.ok()) return fd.status();

@@ -34,6 +34,10 @@ class AgentLink {
   // Reset drops the current connection (after a call saw it broken).
   void Reset();
 
+  // Relocate names the socket's new path (its directory was renamed: a
+  // warm VM became a sandbox); the connection, if any, stays.
+  void Relocate(std::string socket_path);
+
  private:
   absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(std::chrono::milliseconds timeout);
 

@@ -255,4 +255,19 @@ absl::Status Cgroups::Remove(const std::string& name) {
   return absl::OkStatus();
 }
 
+absl::Status Cgroups::Rename(const std::string& from, const std::string& to) {
+  std::vector<std::string> sources = Dirs(from), targets = Dirs(to);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (rmdir(targets[i].c_str()) != 0 && errno != ENOENT) {
+      return absl::InternalError(
+          absl::StrCat("cannot replace cgroup ", targets[i], ": ", strerror(errno)));
+    }
+    if (rename(sources[i].c_str(), targets[i].c_str()) != 0) {
+      return absl::InternalError(absl::StrCat("cannot rename cgroup ", sources[i], " to ",
+                                              targets[i], ": ", strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace airlock::vmmd

@@ -68,6 +68,10 @@ class Cgroups {
   // killed first by the caller); a missing cgroup is fine.
   absl::Status Remove(const std::string& name);
 
+  // Rename gives `from`'s cgroup, processes and all, the name `to` (an
+  // empty cgroup already named `to` is removed first).
+  absl::Status Rename(const std::string& from, const std::string& to);
+
   // Dirs is `name`'s cgroup directory in each hierarchy used.
   std::vector<std::string> Dirs(const std::string& name) const;
 

@@ -100,8 +100,16 @@ TEST_F(CgroupTest, ThisHostsRealHierarchyTakesALimitAndIsRemoved) {
   ASSERT_TRUE(usage.ok()) << usage.status();
   EXPECT_EQ(usage->memory_limit_bytes, 256ull << 20);
   EXPECT_EQ(usage->pids_limit, 64u);
-  ASSERT_TRUE(cg->Remove("probe").ok());
+  // Renamed with its limits (a warm VM's cgroup becoming a sandbox's).
+  ASSERT_TRUE(cg->Create("other", {128ull << 20, 1, 32}).ok());
+  ASSERT_TRUE(cg->Rename("probe", "other").ok()) << "an empty cgroup of the name is replaced";
   for (const auto& d : cg->Dirs("probe")) EXPECT_NE(access(d.c_str(), F_OK), 0) << d;
+  usage = cg->Usage("other");
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(usage->memory_limit_bytes, 256ull << 20);
+  EXPECT_FALSE(cg->Rename("probe", "third").ok()) << "nothing to rename";
+  ASSERT_TRUE(cg->Remove("other").ok());
+  for (const auto& d : cg->Dirs("other")) EXPECT_NE(access(d.c_str(), F_OK), 0) << d;
   EXPECT_TRUE(cg->Remove("probe").ok()) << "removing twice is fine";
   for (const auto& d : cg->Dirs("")) rmdir(d.c_str());
 }

@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
                "for debugging only)", "true"},
       {"snapshots", "start new sandboxes of an image booted before by restoring a snapshot of a "
                     "fresh guest (true) or always boot (false)", "true"},
+      {"warm-pool", "VMs restored ahead of need from the snapshot a sandbox last started "
+                    "from, each claimed by the next new sandbox of that shape (0 to 8; 0: "
+                    "none; each holds an idle sandbox's host memory)", "1"},
       {"jail-id-base", "first host uid/gid of the jails' pool (blocks of 65536 per sandbox)",
        "1879048192"},
       {"tcg-cache-mib", "TCG's translation cache of each VM, MiB (32 to 2048; not used under "
@@ -60,6 +63,9 @@ int main(int argc, char** argv) {
       return absl::InvalidArgumentError("--snapshots must be true or false");
     }
     mo.snapshots = snapshots == "true";
+    if (!absl::SimpleAtoi(c.options.at("warm-pool"), &mo.warm_pool) || mo.warm_pool > 8) {
+      return absl::InvalidArgumentError("--warm-pool must be a number of VMs from 0 to 8");
+    }
     uint64_t id_base = 0;
     if (!absl::SimpleAtoi(c.options.at("jail-id-base"), &id_base) || id_base < 65536 ||
         id_base + uint64_t{airlock::vmmd::kJailIdsPerSandbox} * airlock::vmmd::kJailSlots >

@@ -191,6 +191,31 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     // snapshot's memory instead of booting.
     std::string restore_key = TakeRestoreMarker(sb);
     auto snapshot = restore_key.empty() ? std::nullopt : snapshots_.Find(restore_key);
+    // The shape the warm pool refills with, once this sandbox runs.
+    VmConfig shape = config;
+    if (snapshot) {
+      // A VM restored from the snapshot ahead of need, when there is one.
+      absl::Status claimed = ClaimWarmVm(name, restore_key, images->release, accel);
+      if (claimed.ok()) RefillWarmPool(restore_key, shape);
+      if (claimed.code() != absl::StatusCode::kNotFound &&
+          claimed.code() != absl::StatusCode::kAborted) {
+        return claimed;
+      }
+      if (claimed.code() == absl::StatusCode::kAborted) {
+        // Its disk is the sandbox's now and boots, in the jail it came with.
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          sb = records_[name].sb;
+        }
+        KillVm(sb);
+        sb.set_pool_slot("");
+        config = ConfigFor(sb);
+        config.kernel = images->kernel;
+        config.initrd = images->initrd;
+        restore_key.clear();
+        snapshot.reset();
+      }
+    }
     if (snapshot) {
       config.hostname = kSnapshotHostname;
       config.incoming_socket = config.socket_dir + "/incoming.sock";
@@ -279,10 +304,12 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       sb.set_vmm_pid(pid);
       sb.set_kernel(images->release);
       sb.set_started_from(restored ? "restore" : "boot");
+      sb.set_pool_slot("");
     });
     if (!s.ok()) return s;
     if (!restored) return WaitForAgent(name, pid, launch);
     s = WaitForAgent(name, pid, launch, /*restored=*/true);
+    if (s.ok()) RefillWarmPool(restore_key, shape);
     if (s.code() != absl::StatusCode::kAborted) return s;
     // QEMU exited before the agent answered: the sandbox boots its disk
     // (as after any crash).
@@ -294,6 +321,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     s = Update(name, "booting kernel", [&](vmm::Sandbox& sb) {
       sb.set_vmm_pid(pid);
       sb.set_started_from("boot");
+      sb.set_pool_slot("");
     });
     if (!s.ok()) return s;
   }
@@ -301,7 +329,8 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
 }
 
 absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
-                                          bool mount_shares, bool restored) {
+                                          bool mount_shares, bool restored,
+                                          std::shared_ptr<AgentLink> link) {
   vmm::Sandbox sb;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -316,8 +345,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
   // The agent announces on the console that its port is open; connecting
   // earlier would queue bytes for a guest that is not listening yet.
   // A restored guest's agent came up in the snapshot's VM: its console
-  // never shows the marker (reattaching after a vmmd restart included).
-  bool ready = restored || sb.started_from() == "restore";
+  // never shows the marker (reattaching after a vmmd restart included;
+  // a warm VM's is a restored guest too).
+  bool ready = restored || sb.started_from() == "restore" || sb.started_from() == "pool";
   while (!ready) {
     if (cancelled()) return absl::CancelledError("boot cancelled");
     if (!ProcessAlive(pid)) {
@@ -341,8 +371,10 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
   // A guest restored just now may take the first hello for bytes of the
   // snapshot VM's last connection: it is said again soon (its agent is of
   // this release; one reattached to may be older).
-  auto link = std::make_shared<AgentLink>(config.agent_socket,
-                                          restored ? milliseconds(100) : seconds(3));
+  if (link == nullptr) {
+    link = std::make_shared<AgentLink>(config.agent_socket,
+                                       restored ? milliseconds(100) : seconds(3));
+  }
   std::string last;
   while (steady_clock::now() < deadline) {
     if (cancelled()) return absl::CancelledError("boot cancelled");
@@ -494,8 +526,14 @@ std::string SandboxManager::FailureReason(const std::string& name, const std::st
   return out;
 }
 
+std::string SandboxManager::VmMarker(const vmm::Sandbox& sb) const {
+  VmConfig c = ConfigFor(sb);
+  if (!sb.pool_slot().empty()) c.disk = WarmDir(sb.pool_slot()) + "/disk.qcow2";
+  return hypervisor_->Marker(c);
+}
+
 pid_t SandboxManager::FindVm(const vmm::Sandbox& sb) const {
-  std::string marker = hypervisor_->Marker(ConfigFor(sb));
+  std::string marker = VmMarker(sb);
   pid_t pid = static_cast<pid_t>(sb.vmm_pid());
   if (pid > 0 && ProcessAlive(pid) &&
       ProcessCmdline(pid).find(marker) != std::string::npos) {
@@ -506,7 +544,7 @@ pid_t SandboxManager::FindVm(const vmm::Sandbox& sb) const {
 }
 
 void SandboxManager::KillVm(const vmm::Sandbox& sb) {
-  std::string marker = hypervisor_->Marker(ConfigFor(sb));
+  std::string marker = VmMarker(sb);
   std::vector<pid_t> pids = ProcessesMatching(marker);
   for (const Share& share : SharesOf(sb)) {
     for (pid_t p : ProcessesMatching("--socket-path=" + share.socket)) pids.push_back(p);
@@ -526,6 +564,7 @@ std::vector<uint32_t> SandboxManager::JailUidsInUseLocked(const std::string& exc
     if (other != except && r.sb.jail_uid() != 0) used.push_back(r.sb.jail_uid());
   }
   if (snapshot_jail_uid_ != 0) used.push_back(snapshot_jail_uid_);
+  for (uint32_t uid : warm_.JailUids()) used.push_back(uid);
   return used;
 }
 

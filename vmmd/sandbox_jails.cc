@@ -155,6 +155,20 @@ void SandboxJails::Teardown(const std::string& name) {
   }
 }
 
+absl::Status SandboxJails::Rename(const std::string& from, const std::string& to) {
+  for (const auto& [source, target] : std::vector<std::pair<std::string, std::string>>{
+           {JailDir(from), JailDir(to)}, {SocketDir(from), SocketDir(to)}}) {
+    struct stat st {};
+    if (lstat(target.c_str(), &st) == 0) RemoveAll(target);
+    if (rename(source.c_str(), target.c_str()) != 0 && errno != ENOENT) {
+      return absl::InternalError(
+          absl::StrCat("cannot rename ", source, " to ", target, ": ", strerror(errno)));
+    }
+  }
+  if (cgroups_) return cgroups_->Rename(from, to);
+  return absl::OkStatus();
+}
+
 std::optional<CgroupUsage> SandboxJails::Usage(const std::string& name) const {
   if (!cgroups_) return std::nullopt;
   auto u = cgroups_->Usage(name);

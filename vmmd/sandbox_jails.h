@@ -53,6 +53,11 @@ class SandboxJails {
   // once its processes are gone.
   void Teardown(const std::string& name);
 
+  // Rename moves `from`'s jail roots, socket directory and cgroup (with
+  // its processes) to `to`, replacing what `to` has left of them (a warm
+  // VM becoming a sandbox). The jailed processes keep their own view.
+  absl::Status Rename(const std::string& from, const std::string& to);
+
   // Usage is `name`'s cgroup figures, when it has a cgroup.
   std::optional<CgroupUsage> Usage(const std::string& name) const;
 

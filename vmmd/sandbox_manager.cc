@@ -66,7 +66,8 @@ SandboxManager::SandboxManager(ManagerOptions options, SandboxStore* store,
       host_(host),
       jails_(JailOptions{options_.jail, options_.jail_id_base, options_.runtime_dir,
                          InstanceName(options_.state_dir)}),
-      snapshots_(options_.state_dir + "/snapshots") {
+      snapshots_(options_.state_dir + "/snapshots"),
+      warm_(options_.snapshots ? options_.warm_pool : 0) {
   AIRLOCK_LOG_INFO(jails_.Describe(), {});
 }
 

@@ -30,6 +30,7 @@
 #include "vmmd/port_forwarder.h"
 #include "vmmd/shares.h"
 #include "vmmd/snapshots.h"
+#include "vmmd/warm_pool.h"
 #include "vmmd/resources.h"
 #include "vmmd/sandbox_store.h"
 
@@ -59,6 +60,8 @@ struct ManagerOptions {
   uint32_t jail_id_base = kDefaultJailIdBase;
   // TCG's translation cache of each VM, MiB (hypervisor.h).
   uint64_t tcg_cache_mib = kTcgCacheMib;
+  // How many VMs restored ahead of need to keep (warm_pool.h); 0: none.
+  size_t warm_pool = 1;
 };
 
 class SandboxManager {
@@ -247,8 +250,13 @@ class SandboxManager {
   // the sandbox RUNNING.
   // `restored`: the guest was restored from a snapshot, its agent already
   // serves (there is no console marker to wait for).
+  // `link`: the agent's connection when there is one already (a claimed
+  // warm VM's).
   absl::Status WaitForAgent(const std::string& name, pid_t pid, bool mount_shares,
-                            bool restored = false);
+                            bool restored = false, std::shared_ptr<AgentLink> link = nullptr);
+  // VmMarker is what the command line of `sb`'s VM process holds
+  // (Hypervisor::Marker; a claimed warm VM's names its slot).
+  std::string VmMarker(const airlock::vmm::v1::Sandbox& sb) const;
 
   // Snapshots (sandbox_snapshot.cc). SnapshotKeyFor is the key of the
   // snapshot a sandbox of `sb`'s shape may start from, "" when it cannot
@@ -280,6 +288,31 @@ class SandboxManager {
                                          const std::string& base_disk);
   // RecoverSnapshots drops what a vmmd stopped while making one left.
   void RecoverSnapshots();
+
+  // The warm pool (warm_pool.h, sandbox_warm.cc). ClaimWarmVm makes a
+  // ready warm VM of snapshot `key` the sandbox `name`'s VM and brings it
+  // to RUNNING: NOT_FOUND when the pool has none (nothing changed),
+  // ABORTED when the VM it took died before its agent answered (the
+  // sandbox's disk is the warm VM's now, and boots), else WaitForAgent's
+  // status. `release` and `accelerator` are what the record says of it.
+  absl::Status ClaimWarmVm(const std::string& name, const std::string& key,
+                           const std::string& release, const std::string& accelerator);
+  // RefillWarmPool keeps the pool at its size with VMs of snapshot `key`
+  // in `shape` (a sandbox of it just started from it), on workers.
+  void RefillWarmPool(const std::string& key, const VmConfig& shape);
+  // StartWarmVm restores, greets and readies the reserved slot.
+  void StartWarmVm(const std::string& key, VmConfig shape, const std::string& slot,
+                   uint32_t jail_uid);
+  // EndWarmVm kills a warm VM that no sandbox claimed and removes its
+  // files and jail.
+  void EndWarmVm(const WarmVm& vm);
+  // WarmDir is the directory of a warm VM's files.
+  std::string WarmDir(const std::string& slot) const;
+  // StopWarmPool ends every warm VM (vmmd stopping); RecoverWarmPool ends
+  // what a vmmd that stopped without doing so left.
+  // (`claimed`: the slots sandboxes' VMs came from, never ended.)
+  void StopWarmPool();
+  void RecoverWarmPool(const std::set<std::string>& claimed);
   // SharesOf lists the virtiofs exports of a sandbox.
   std::vector<Share> SharesOf(const airlock::vmm::v1::Sandbox& sb) const;
   void Monitor();
@@ -402,6 +435,9 @@ class SandboxManager {
   std::set<std::string> snapshot_tried_;
   // The jail ids the snapshot's VM uses while one is made (under mu_).
   uint32_t snapshot_jail_uid_ = 0;
+  // Under mu_; warm_stopped_: no more warm VMs (vmmd stopping).
+  WarmPool warm_{0};
+  bool warm_stopped_ = false;
 
   PortForwarder ports_;
   std::atomic<bool> stopping_{false};

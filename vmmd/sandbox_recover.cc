@@ -101,19 +101,26 @@ absl::Status SandboxManager::Recover() {
   }
   // VM processes of this state dir that no stored sandbox owns (a crash
   // between launch and the state write) are killed.
-  std::string prefix = absl::StrCat("file=", options_.state_dir, "/sandboxes/");
-  for (pid_t pid : ProcessesMatching(prefix)) {
+  // A warm VM no sandbox claimed is no one's either (warm_pool.h).
+  std::vector<pid_t> vms = ProcessesMatching(absl::StrCat("file=", options_.state_dir, "/sandboxes/"));
+  for (pid_t pid : ProcessesMatching(absl::StrCat("file=", WarmDir("")))) vms.push_back(pid);
+  for (pid_t pid : vms) {
     std::string cmd = ProcessCmdline(pid);
     if (cmd.find("qemu") == std::string::npos) continue;
     bool owned = false;
     for (const auto& sb : *all) {
-      if (cmd.find(hypervisor_->Marker(ConfigFor(sb))) != std::string::npos) owned = true;
+      if (cmd.find(VmMarker(sb)) != std::string::npos) owned = true;
     }
     if (!owned) {
       AIRLOCK_LOG_WARN("killing an orphan VM", {{"pid", std::to_string(pid)}});
       kill(pid, SIGKILL);
     }
   }
+  std::set<std::string> claimed;
+  for (const auto& sb : *all) {
+    if (!sb.pool_slot().empty()) claimed.insert(sb.pool_slot());
+  }
+  RecoverWarmPool(claimed);
   for (const auto& [name, pid] : reattach) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -215,6 +222,7 @@ void SandboxManager::Monitor() {
 }
 
 void SandboxManager::Shutdown() {
+  StopWarmPool();
   std::vector<std::string> names;
   {
     std::lock_guard<std::mutex> lock(mu_);

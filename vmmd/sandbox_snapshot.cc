@@ -134,20 +134,12 @@ bool SandboxManager::GiveSnapshotDisk(const std::string& name, const std::string
   auto snapshot = snapshots_.Find(key);
   if (!snapshot) return false;
   std::string dir = SandboxDir(name);
-  std::string tmp = dir + "/disk.qcow2.tmp";
-  CommandResult r = RunCommand({"cp", "--reflink=auto", "--", snapshot->disk, tmp}, {}, "", 60);
-  bool synced = false;
-  if (r.exit_code == 0) {
-    UniqueFd copy(open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
-    synced = copy.get() >= 0 && fsync(copy.get()) == 0;
-  }
   // The copy becomes the disk only when complete, and is marked after: a
   // crash leaves no disk (the sandbox is still being created), or an
   // unmarked copy (which boots).
-  if (!synced || rename(tmp.c_str(), (dir + "/disk.qcow2").c_str()) != 0) {
-    unlink(tmp.c_str());
+  if (absl::Status s = CopySynced(snapshot->disk, dir + "/disk.qcow2"); !s.ok()) {
     AIRLOCK_LOG_WARN("cannot copy the snapshot's disk; the sandbox boots",
-                     {{"sandbox", name}, {"error", r.err}});
+                     {{"sandbox", name}, {"error", std::string(s.message())}});
     return false;
   }
   if (absl::Status s = ReplaceFile(dir + kRestoreMarker, key, 0600); !s.ok()) {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/fd_io.h"
+#include "common/subprocess.h"
 #include "vmmd/store/oci.h"
 
 namespace airlock::vmmd {
@@ -53,6 +54,22 @@ void RemoveTree(const std::string& path) {
 
 bool Snapshottable(const VmConfig& config) {
   return config.shares.empty() && config.docker_disk.empty();
+}
+
+absl::Status CopySynced(const std::string& from, const std::string& to) {
+  std::string tmp = to + ".tmp";
+  CommandResult r = RunCommand({"cp", "--reflink=auto", "--", from, tmp}, {}, "", 60);
+  bool synced = false;
+  if (r.exit_code == 0) {
+    UniqueFd copy(open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
+    synced = copy.get() >= 0 && fsync(copy.get()) == 0;
+  }
+  if (!synced || rename(tmp.c_str(), to.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot copy ", from, " to ", to, ": ",
+                                            r.exit_code != 0 ? r.err : strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 std::string FileIdentity(const std::string& path) {

@@ -55,6 +55,11 @@ bool Snapshottable(const VmConfig& config);
 // directory) and `socket_dir`.
 VmConfig SnapshotVm(const VmConfig& config, const std::string& dir, const std::string& socket_dir);
 
+// CopySynced copies `from` to `to` (a reflink where the filesystem makes
+// one), synced, through a temporary file renamed into place: `to` is
+// either whole or absent.
+absl::Status CopySynced(const std::string& from, const std::string& to);
+
 // FileIdentity is `path`'s device, inode, size and modification time (""
 // when it cannot be read): a file replaced or rewritten gets another.
 std::string FileIdentity(const std::string& path);

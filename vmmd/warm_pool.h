@@ -1,0 +1,105 @@
+// The warm pool: VMs restored from a snapshot ahead of need, greeted and
+// idle, each waiting to become the next new sandbox of the snapshot's
+// shape. Claiming one skips what a restore costs a new sandbox (copying
+// the snapshot's memory, starting QEMU, loading the device state, and,
+// under TCG, translating again the guest code its agent's first calls
+// run); the sandbox then gets its own identity exactly as a restored one
+// does (snapshots.h).
+//
+// A warm VM is nobody's until claimed: its files and jail carry a slot
+// name ("_warm-" and 8 hex digits, never a sandbox's), its egress port is
+// attached to nothing, and it holds no secret, share, kit or rule. A claim
+// renames its files and jail to the sandbox's; the slot name stays in its
+// QEMU's command line, which is how vmmd keeps finding that process.
+//
+// WarmPool is the bookkeeping only (which slots exist, for which snapshot,
+// which are ready); SandboxManager starts, claims and ends the VMs
+// (sandbox_warm.cc). Not thread-safe: the manager's lock guards it.
+//
+// Where it stops: the pool holds VMs of one shape, the one whose sandbox
+// started from a snapshot last; a sandbox of another shape restores (or
+// boots) as before, and moves the pool to its shape.
+#ifndef AIRLOCK_VMMD_WARM_POOL_H_
+#define AIRLOCK_VMMD_WARM_POOL_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/agent_link.h"
+
+namespace airlock::vmmd {
+
+inline constexpr char kWarmSlotPrefix[] = "_warm-";
+
+struct WarmVm {
+  // The snapshot it was restored from.
+  std::string key;
+  // Its name until claimed (files, sockets, jail, cgroup).
+  std::string slot;
+  uint32_t jail_uid = 0;
+  // 0 while it is being started.
+  pid_t pid = 0;
+  // The greeted connection to its agent, handed to the sandbox.
+  std::shared_ptr<AgentLink> link;
+  // Still starting, but no longer wanted (the pool moved to another
+  // snapshot, or vmmd is stopping): kept only so that its jail ids stay
+  // taken until its starter has ended it and drops it.
+  bool retired = false;
+};
+
+class WarmPool {
+ public:
+  // `size`: how many warm VMs to keep; 0 keeps none.
+  explicit WarmPool(size_t size) : size_(size) {}
+
+  size_t size() const { return size_; }
+
+  struct Plan {
+    // Ready VMs of another snapshot, out of the pool now: the caller ends
+    // them. (Ones still starting are retired: Ready then says false.)
+    std::vector<WarmVm> retire;
+    // How many VMs of the snapshot to start.
+    size_t start = 0;
+  };
+  // Want says that a sandbox of snapshot `key` just started from it: the
+  // pool moves to that snapshot and is filled up to its size.
+  Plan Want(const std::string& key);
+
+  // Reserve adds a VM about to be started (pid 0).
+  void Reserve(WarmVm vm);
+  // Ready records the started VM's process and agent connection. False
+  // when it was retired meanwhile: the caller ends it, then drops it.
+  bool Ready(const std::string& slot, pid_t pid, std::shared_ptr<AgentLink> link);
+  // Drop forgets a slot (its start failed, or it was retired and ended).
+  void Drop(const std::string& slot);
+
+  // Take removes and returns the oldest ready VM of `key`.
+  std::optional<WarmVm> Take(const std::string& key);
+  // TakeAll removes and returns the ready VMs, to be ended, and retires
+  // the ones still starting (vmmd is stopping).
+  std::vector<WarmVm> TakeAll();
+
+  // JailUids lists the jail id blocks the pool's VMs hold (retired ones
+  // included).
+  std::vector<uint32_t> JailUids() const;
+  // Count is how many VMs of `key` the pool holds for use (ready, or also
+  // starting unless `ready_only`).
+  size_t Count(const std::string& key, bool ready_only) const;
+
+ private:
+  size_t size_;
+  // Oldest first.
+  std::vector<WarmVm> vms_;
+};
+
+// IsWarmSlot says whether `name` is a warm VM's slot name.
+bool IsWarmSlot(const std::string& name);
+
+}  // namespace airlock::vmmd
+
+#endif  // AIRLOCK_VMMD_WARM_POOL_H_
