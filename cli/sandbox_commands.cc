@@ -174,6 +174,7 @@ nlohmann::ordered_json SandboxJson(const vmm::Sandbox& sb) {
           {"memory_mib", sb.memory_mib()},
           {"accelerator", sb.accelerator()},
           {"started_from", sb.started_from()},
+          {"pool_slot", sb.pool_slot()},
           {"kernel", sb.kernel()},
           {"template", sb.spec().template_()},
           {"image", {{"name", sb.image().name()}, {"id", sb.image().id()},

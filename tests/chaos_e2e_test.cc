@@ -336,6 +336,24 @@ class ChaosE2ETest : public ::testing::Test {
                         << " " << p.CommandLine();
           continue;
         }
+        if (absl::StartsWith(owner, "_warm-")) {
+          // A warm VM (vmmd/warm_pool.h): a sandbox's once claimed (the
+          // record names its slot); else the pool's, which only the vmmd
+          // running now may have started (a killed one's are ended when
+          // it starts again), one ready and one more at most while the
+          // pool turns over.
+          for (const auto& [name, sb] : sandboxes) {
+            if (sb.value("pool_slot", "") == owner) owner = name;
+          }
+        }
+        if (absl::StartsWith(owner, "_warm-")) {
+          pid_t vmmd = testing::DaemonPid(run_, "vmmd");
+          EXPECT_TRUE(vmmd != 0 && testing::StartTicks(p.pid) >= testing::StartTicks(vmmd))
+              << where << ": warm VM " << owner << " (pid " << p.pid
+              << ") outlived the vmmd that made it";
+          EXPECT_LE(++qemus["_warm"], 2) << where << ": more warm VMs than the pool holds";
+          continue;
+        }
         ++qemus[owner];
       } else if (prog == "virtiofsd") {
         owner = VirtiofsdSandbox(p);

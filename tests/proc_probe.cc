@@ -141,6 +141,18 @@ pid_t DaemonPid(const std::string& runtime_dir, const std::string& name) {
   return pid;
 }
 
+uint64_t StartTicks(pid_t pid) {
+  std::string stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
+  // The command name (field 2) is in parentheses and may hold spaces.
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+  // Fields from the state (3) on: the start time is field 22.
+  uint64_t ticks = 0;
+  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &ticks)) return 0;
+  return ticks;
+}
+
 ProcUsage SampleUsage(pid_t pid) {
   ProcUsage u;
   u.fds = Entries(absl::StrCat("/proc/", pid, "/fd"));

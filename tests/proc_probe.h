@@ -41,6 +41,10 @@ std::vector<ProcessInfo> ProcessesOf(const std::string& needle);
 // file left by a killed daemon never names an unrelated process.
 pid_t DaemonPid(const std::string& runtime_dir, const std::string& name);
 
+// StartTicks is when `pid` started, in clock ticks after the host booted
+// (field 22 of /proc/PID/stat); 0 when it cannot be read.
+uint64_t StartTicks(pid_t pid);
+
 // ProcUsage is what a process holds. A field is -1 when it cannot be read.
 struct ProcUsage {
   int fds = -1;          // entries of /proc/PID/fd

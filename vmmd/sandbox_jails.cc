@@ -13,6 +13,7 @@
 #include "common/paths.h"
 #include "common/subprocess.h"
 #include "vmmd/qemu_backend.h"
+#include "vmmd/store/layer_apply.h"
 
 namespace airlock::vmmd {
 namespace {
@@ -35,10 +36,13 @@ absl::Status Owned(const std::string& path, uint32_t uid, bool create) {
 
 // RemoveAll removes `dir` and everything in it without following a
 // symlink anywhere (the socket directory is the jailed uid's to change),
-// and without crossing into another filesystem.
+// and without crossing into another filesystem; in this process (a `rm`
+// process was about 25 ms of each sandbox's rm here).
 void RemoveAll(const std::string& dir) {
   if (dir.empty() || dir == "/") return;
-  (void)RunCommand({"rm", "-rf", "--one-file-system", "--", dir});
+  if (absl::Status s = RemoveTree(dir); !s.ok()) {
+    AIRLOCK_LOG_WARN("cannot remove a jail's files", {{"error", std::string(s.message())}});
+  }
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "vmmd/images.h"
 #include "vmmd/sandbox_metadata.h"
 #include "vmmd/sandbox_states.h"
+#include "vmmd/store/layer_apply.h"
 
 namespace airlock::vmmd {
 
@@ -42,9 +43,7 @@ std::string StateName(vmm::SandboxState s) {
   return n;
 }
 
-bool RemoveTree(const std::string& path) {
-  return RunCommand({"rm", "-rf", "--one-file-system", path}, {}, "", 120).exit_code == 0;
-}
+
 
 }  // namespace
 
@@ -664,7 +663,7 @@ absl::Status SandboxManager::Remove(const std::string& name, bool force) {
   // The jail goes with the VM: its roots, sockets and cgroup; its ids go
   // back to the pool with the record.
   jails_.Teardown(name);
-  if (!RemoveTree(SandboxDir(name))) {
+  if (!RemoveTree(SandboxDir(name)).ok()) {
     End(name);
     return absl::InternalError(absl::StrCat("cannot remove ", SandboxDir(name)));
   }

@@ -19,6 +19,7 @@
 #include "protos/agent/v1/agent.grpc.pb.h"
 #include "vmmd/guest_run.h"
 #include "vmmd/sandbox_manager.h"
+#include "vmmd/store/layer_apply.h"
 
 namespace airlock::vmmd {
 
@@ -180,7 +181,7 @@ void SandboxManager::EndWarmVm(const WarmVm& vm) {
     KillAndWait(p);
   }
   if (jails_.enabled()) jails_.Teardown(vm.slot);
-  (void)RunCommand({"rm", "-rf", "--one-file-system", "--", WarmDir(vm.slot)}, {}, "", 60);
+  (void)RemoveTree(WarmDir(vm.slot));
 }
 
 absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::string& key,
@@ -209,7 +210,7 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
     // Without jails the sockets still live in the slot's directory.
     struct stat st {};
     if (lstat(config.socket_dir.c_str(), &st) == 0) {
-      (void)RunCommand({"rm", "-rf", "--one-file-system", "--", config.socket_dir}, {}, "", 60);
+      (void)RemoveTree(config.socket_dir);
     }
     if (rename(warm.socket_dir.c_str(), config.socket_dir.c_str()) != 0) {
       moved = absl::InternalError(absl::StrCat("cannot rename ", warm.socket_dir, ": ", strerror(errno)));
@@ -229,7 +230,7 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
                      {{"sandbox", name}, {"slot", vm->slot}, {"error", std::string(moved.message())}});
     KillAndWait(vm->pid);
     if (jails_.enabled()) jails_.Teardown(vm->slot);
-    (void)RunCommand({"rm", "-rf", "--one-file-system", "--", warm.dir}, {}, "", 60);
+    (void)RemoveTree(warm.dir);
     return absl::AbortedError("the warm VM could not be claimed");
   }
   rmdir(warm.dir.c_str());
