@@ -798,7 +798,8 @@ try:
     if squid_proc:
         ver = subprocess.run([args.squid, "-v"], capture_output=True, text=True).stdout.split("\n")[0]
         print(f"squid column: {ver}, ssl-bump (client-first) for HTTPS, a plain port for "
-              "CONNECT, no cache,\n  no upstream connection reuse (like proxyd)")
+              "CONNECT, no cache,\n  upstream connections kept between requests (its default; "
+              "proxyd keeps them too)")
     print("cases 2 and 4: Python client and upstream (tests/fixtures/upstream.py), whose own "
           "overhead is in\n  every column alike; the upstream does its TLS handshakes one at a "
           "time for every column.")
