@@ -288,7 +288,15 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
       resp->Set("Connection", "close");
     }
   }
-  if (!client.WriteAll(SerializeResponseHead(*resp))) return false;
+  std::string head = SerializeResponseHead(*resp);
+  if (!upgrade && body_kind == BodyKind::kLength && upstream->unread().size() >= length) {
+    // The whole body came with the head (a small response): it goes out in
+    // the same write, so the client's side is woken once for it.
+    head.append(upstream->unread(), 0, length);
+    upstream->unread().erase(0, length);
+    length = 0;
+  }
+  if (!client.WriteAll(head)) return false;
   if (upgrade) {
     Splice(client, *upstream);
     return false;
