@@ -202,13 +202,15 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
         return claimed;
       }
       if (claimed.code() == absl::StatusCode::kAborted) {
-        // Its disk is the sandbox's now and boots, in the jail it came with.
+        // What of the warm VM moved (its disk, maybe its jail's ids when its
+        // VM died after the claim) is the sandbox's now, and boots.
         {
           std::lock_guard<std::mutex> lock(mu_);
           sb = records_[name].sb;
         }
         KillVm(sb);
         sb.set_pool_slot("");
+        sb.set_accelerator(accel);
         config = ConfigFor(sb);
         config.kernel = images->kernel;
         config.initrd = images->initrd;

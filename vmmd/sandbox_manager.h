@@ -303,11 +303,13 @@ class SandboxManager {
   // StartWarmVm restores, greets and readies the reserved slot.
   void StartWarmVm(const std::string& key, VmConfig shape, const std::string& slot,
                    uint32_t jail_uid);
-  // EndWarmVm kills a warm VM that no sandbox claimed and removes its
-  // files and jail.
+  // EndWarmVm kills a warm VM that no sandbox claimed, removes its files
+  // and jail, and drops it from the pool (its jail ids free again).
   void EndWarmVm(const WarmVm& vm);
-  // WarmDir is the directory of a warm VM's files.
+  // WarmDir is the directory of a warm VM's files; WarmMarker what its
+  // QEMU's command line holds (Hypervisor::Marker).
   std::string WarmDir(const std::string& slot) const;
+  std::string WarmMarker(const std::string& slot) const;
   // StopWarmPool ends every warm VM (vmmd stopping); RecoverWarmPool ends
   // what a vmmd that stopped without doing so left.
   // (`claimed`: the slots sandboxes' VMs came from, never ended.)

@@ -45,8 +45,11 @@ std::string NewSlot() {
                       absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), 4)));
 }
 
-void KillAndWait(pid_t pid) {
-  if (pid <= 0) return;
+// KillIfOurs kills `pid` and waits until it is gone, when it is still the
+// VM whose command line holds `marker` (a QEMU that died leaves its pid to
+// be reused by any process).
+void KillIfOurs(pid_t pid, const std::string& marker) {
+  if (pid <= 0 || ProcessCmdline(pid).find(marker) == std::string::npos) return;
   kill(pid, SIGKILL);
   for (int i = 0; i < 1500 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
 }
@@ -55,6 +58,10 @@ void KillAndWait(pid_t pid) {
 
 std::string SandboxManager::WarmDir(const std::string& slot) const {
   return absl::StrCat(options_.state_dir, "/pool/", slot);
+}
+
+std::string SandboxManager::WarmMarker(const std::string& slot) const {
+  return hypervisor_->Marker(SnapshotVm(VmConfig{}, WarmDir(slot), jails_.SocketDir(slot)));
 }
 
 void SandboxManager::RefillWarmPool(const std::string& key, const VmConfig& shape) {
@@ -125,6 +132,11 @@ void SandboxManager::StartWarmVm(const std::string& key, VmConfig shape, const s
     auto launched = hypervisor_->Launch(config);
     if (!launched.ok()) return launched.status();
     vm.pid = *launched;
+    {
+      // Known from now on: vmmd stopping kills it instead of waiting.
+      std::lock_guard<std::mutex> lock(mu_);
+      warm_.Launched(slot, vm.pid);
+    }
     if (absl::Status s = SendSnapshot(key, config); !s.ok()) return s;
     // Greeted now, so that a claim finds the agent answering on this
     // connection, and the guest code of its first calls translated.
@@ -155,7 +167,7 @@ void SandboxManager::StartWarmVm(const std::string& key, VmConfig shape, const s
   bool kept = false;
   if (s.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    kept = !stopping_ && !warm_stopped_ && warm_.Ready(slot, vm.pid, vm.link);
+    kept = !stopping_ && !warm_stopped_ && warm_.Ready(slot, vm.link);
   }
   if (kept) {
     AIRLOCK_LOG_INFO("warm VM ready", {{"slot", slot}, {"key", key.substr(0, 12)},
@@ -169,19 +181,18 @@ void SandboxManager::StartWarmVm(const std::string& key, VmConfig shape, const s
                                                 {"error", std::string(s.message())}});
   }
   EndWarmVm(vm);
-  std::lock_guard<std::mutex> lock(mu_);
-  warm_.Drop(slot);
 }
 
 void SandboxManager::EndWarmVm(const WarmVm& vm) {
-  KillAndWait(vm.pid);
-  // A VM that died before it was recorded is found by its disk.
-  for (pid_t p : ProcessesMatching(hypervisor_->Marker(
-           SnapshotVm(VmConfig{}, WarmDir(vm.slot), jails_.SocketDir(vm.slot))))) {
-    KillAndWait(p);
-  }
+  std::string marker = WarmMarker(vm.slot);
+  KillIfOurs(vm.pid, marker);
+  // One launched before its pid was recorded is found by its disk.
+  for (pid_t p : ProcessesMatching(marker)) KillIfOurs(p, marker);
   if (jails_.enabled()) jails_.Teardown(vm.slot);
   (void)RemoveTree(WarmDir(vm.slot));
+  // Its jail ids go back to the pool only now that nothing runs as them.
+  std::lock_guard<std::mutex> lock(mu_);
+  warm_.Drop(vm.slot);
 }
 
 absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::string& key,
@@ -195,9 +206,12 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
     sb = records_[name].sb;
   }
   if (!vm) return absl::NotFoundError("no warm VM");
+  // Taken, it leaves the pool but keeps its jail ids there until they are
+  // the sandbox's on record (or nothing runs as them): no other sandbox or
+  // warm VM is given them meanwhile.
   VmConfig warm = SnapshotVm(VmConfig{}, WarmDir(vm->slot), jails_.SocketDir(vm->slot));
-  if (!ProcessAlive(vm->pid) ||
-      ProcessCmdline(vm->pid).find(hypervisor_->Marker(warm)) == std::string::npos) {
+  std::string marker = WarmMarker(vm->slot);
+  if (!ProcessAlive(vm->pid) || ProcessCmdline(vm->pid).find(marker) == std::string::npos) {
     EndWarmVm(*vm);
     return absl::NotFoundError("the warm VM is gone");
   }
@@ -228,9 +242,7 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
     // (it is no longer the snapshot's copy as the guest left it).
     AIRLOCK_LOG_WARN("cannot claim the warm VM; the sandbox boots",
                      {{"sandbox", name}, {"slot", vm->slot}, {"error", std::string(moved.message())}});
-    KillAndWait(vm->pid);
-    if (jails_.enabled()) jails_.Teardown(vm->slot);
-    (void)RemoveTree(warm.dir);
+    EndWarmVm(*vm);
     return absl::AbortedError("the warm VM could not be claimed");
   }
   rmdir(warm.dir.c_str());
@@ -245,8 +257,15 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
     if (jails_.enabled()) r.set_jail_uid(vm->jail_uid);
   });
   if (!s.ok()) {
-    KillAndWait(vm->pid);
+    KillIfOurs(vm->pid, marker);
+    std::lock_guard<std::mutex> lock(mu_);
+    warm_.Drop(vm->slot);
     return s;
+  }
+  {
+    // The record holds its jail ids now.
+    std::lock_guard<std::mutex> lock(mu_);
+    warm_.Drop(vm->slot);
   }
   vm->link->Relocate(config.agent_socket);
   s = WaitForAgent(name, vm->pid, /*mount_shares=*/true, /*restored=*/true, vm->link);
@@ -258,13 +277,21 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
 }
 
 void SandboxManager::StopWarmPool() {
-  std::vector<WarmVm> ready;
+  std::vector<WarmVm> vms;
   {
     std::lock_guard<std::mutex> lock(mu_);
     warm_stopped_ = true;
-    ready = warm_.TakeAll();
+    vms = warm_.TakeAll();
   }
-  for (const WarmVm& vm : ready) EndWarmVm(vm);
+  for (const WarmVm& vm : vms) {
+    if (vm.state == WarmVm::kLeaving) {
+      EndWarmVm(vm);
+    } else {
+      // Still starting: killed now, so that its start fails at once; its
+      // starter removes the rest.
+      KillIfOurs(vm.pid, WarmMarker(vm.slot));
+    }
+  }
 }
 
 void SandboxManager::RecoverWarmPool(const std::set<std::string>& claimed) {

@@ -6,16 +6,15 @@ namespace airlock::vmmd {
 
 WarmPool::Plan WarmPool::Want(const std::string& key) {
   Plan plan;
-  std::vector<WarmVm> kept;
   for (WarmVm& vm : vms_) {
-    if (vm.key != key && vm.pid != 0) {
-      plan.retire.push_back(std::move(vm));
-      continue;
+    if (vm.key == key) continue;
+    if (vm.state == WarmVm::kReady) {
+      vm.state = WarmVm::kLeaving;
+      plan.retire.push_back(vm);
+    } else if (vm.state == WarmVm::kStarting) {
+      vm.retired = true;
     }
-    if (vm.key != key) vm.retired = true;
-    kept.push_back(std::move(vm));
   }
-  vms_ = std::move(kept);
   size_t have = Count(key, false);
   if (have < size_) plan.start = size_ - have;
   return plan;
@@ -23,13 +22,21 @@ WarmPool::Plan WarmPool::Want(const std::string& key) {
 
 void WarmPool::Reserve(WarmVm vm) {
   vm.pid = 0;
+  vm.state = WarmVm::kStarting;
+  vm.retired = false;
   vms_.push_back(std::move(vm));
 }
 
-bool WarmPool::Ready(const std::string& slot, pid_t pid, std::shared_ptr<AgentLink> link) {
+void WarmPool::Launched(const std::string& slot, pid_t pid) {
   for (WarmVm& vm : vms_) {
-    if (vm.slot == slot && vm.pid == 0 && !vm.retired) {
-      vm.pid = pid;
+    if (vm.slot == slot && vm.state == WarmVm::kStarting) vm.pid = pid;
+  }
+}
+
+bool WarmPool::Ready(const std::string& slot, std::shared_ptr<AgentLink> link) {
+  for (WarmVm& vm : vms_) {
+    if (vm.slot == slot && vm.state == WarmVm::kStarting && !vm.retired && vm.pid != 0) {
+      vm.state = WarmVm::kReady;
       vm.link = std::move(link);
       return true;
     }
@@ -44,10 +51,9 @@ void WarmPool::Drop(const std::string& slot) {
 }
 
 std::optional<WarmVm> WarmPool::Take(const std::string& key) {
-  for (auto it = vms_.begin(); it != vms_.end(); ++it) {
-    if (it->key == key && it->pid != 0 && !it->retired) {
-      WarmVm vm = std::move(*it);
-      vms_.erase(it);
+  for (WarmVm& vm : vms_) {
+    if (vm.key == key && vm.state == WarmVm::kReady) {
+      vm.state = WarmVm::kLeaving;
       return vm;
     }
   }
@@ -55,17 +61,17 @@ std::optional<WarmVm> WarmPool::Take(const std::string& key) {
 }
 
 std::vector<WarmVm> WarmPool::TakeAll() {
-  std::vector<WarmVm> ready, starting;
+  std::vector<WarmVm> out;
   for (WarmVm& vm : vms_) {
-    if (vm.pid != 0) {
-      ready.push_back(std::move(vm));
-    } else {
+    if (vm.state == WarmVm::kReady) {
+      vm.state = WarmVm::kLeaving;
+      out.push_back(vm);
+    } else if (vm.state == WarmVm::kStarting) {
       vm.retired = true;
-      starting.push_back(std::move(vm));
+      if (vm.pid != 0) out.push_back(vm);
     }
   }
-  vms_ = std::move(starting);
-  return ready;
+  return out;
 }
 
 std::vector<uint32_t> WarmPool::JailUids() const {
@@ -78,7 +84,9 @@ std::vector<uint32_t> WarmPool::JailUids() const {
 
 size_t WarmPool::Count(const std::string& key, bool ready_only) const {
   return static_cast<size_t>(std::count_if(vms_.begin(), vms_.end(), [&](const WarmVm& vm) {
-    return vm.key == key && !vm.retired && (!ready_only || vm.pid != 0);
+    if (vm.key != key) return false;
+    if (ready_only) return vm.state == WarmVm::kReady;
+    return vm.state == WarmVm::kReady || (vm.state == WarmVm::kStarting && !vm.retired);
   }));
 }
 

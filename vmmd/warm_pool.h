@@ -42,16 +42,25 @@ struct WarmVm {
   // Its name until claimed (files, sockets, jail, cgroup).
   std::string slot;
   uint32_t jail_uid = 0;
-  // 0 while it is being started.
+  // Its QEMU once launched; 0 before.
   pid_t pid = 0;
   // The greeted connection to its agent, handed to the sandbox.
   std::shared_ptr<AgentLink> link;
-  // Still starting, but no longer wanted (the pool moved to another
-  // snapshot, or vmmd is stopping): kept only so that its jail ids stay
-  // taken until its starter has ended it and drops it.
+
+  enum State {
+    kStarting,  // being restored and greeted
+    kReady,     // idle, waiting for a claim
+    kLeaving,   // taken by a claim, or no longer wanted and being ended
+  };
+  State state = kStarting;
+  // Starting, but no longer wanted (the pool moved to another snapshot,
+  // or vmmd is stopping): its starter ends it instead of readying it.
   bool retired = false;
 };
 
+// A VM stays in the pool, and its jail ids taken, until Drop: whoever took
+// it (a claim, or the caller of Want or TakeAll) drops it once the ids are
+// the sandbox's on record, or its process is gone.
 class WarmPool {
  public:
   // `size`: how many warm VMs to keep; 0 keeps none.
@@ -60,8 +69,8 @@ class WarmPool {
   size_t size() const { return size_; }
 
   struct Plan {
-    // Ready VMs of another snapshot, out of the pool now: the caller ends
-    // them. (Ones still starting are retired: Ready then says false.)
+    // Ready VMs of another snapshot, now leaving: the caller ends them,
+    // then drops them. (Ones still starting are retired.)
     std::vector<WarmVm> retire;
     // How many VMs of the snapshot to start.
     size_t start = 0;
@@ -70,22 +79,27 @@ class WarmPool {
   // pool moves to that snapshot and is filled up to its size.
   Plan Want(const std::string& key);
 
-  // Reserve adds a VM about to be started (pid 0).
+  // Reserve adds a VM about to be started.
   void Reserve(WarmVm vm);
-  // Ready records the started VM's process and agent connection. False
-  // when it was retired meanwhile: the caller ends it, then drops it.
-  bool Ready(const std::string& slot, pid_t pid, std::shared_ptr<AgentLink> link);
-  // Drop forgets a slot (its start failed, or it was retired and ended).
+  // Launched records a starting VM's process (so that vmmd stopping can
+  // end it before its start is done).
+  void Launched(const std::string& slot, pid_t pid);
+  // Ready records the started VM's agent connection. False when it was
+  // retired meanwhile: the caller ends it, then drops it.
+  bool Ready(const std::string& slot, std::shared_ptr<AgentLink> link);
+  // Drop forgets a slot.
   void Drop(const std::string& slot);
 
-  // Take removes and returns the oldest ready VM of `key`.
+  // Take returns the oldest ready VM of `key`, now leaving.
   std::optional<WarmVm> Take(const std::string& key);
-  // TakeAll removes and returns the ready VMs, to be ended, and retires
-  // the ones still starting (vmmd is stopping).
+  // TakeAll (vmmd stopping) returns the VMs to kill: the ready ones, now
+  // leaving (the caller ends and drops them), and the starting ones with a
+  // process, retired (state still kStarting: their starters end and drop
+  // them). A VM a claim took is the claim's.
   std::vector<WarmVm> TakeAll();
 
-  // JailUids lists the jail id blocks the pool's VMs hold (retired ones
-  // included).
+  // JailUids lists the jail id blocks the pool's VMs hold, whatever their
+  // state.
   std::vector<uint32_t> JailUids() const;
   // Count is how many VMs of `key` the pool holds for use (ready, or also
   // starting unless `ready_only`).
