@@ -124,6 +124,18 @@ class SnapshotE2ETest : public ::testing::Test {
     return false;
   }
 
+  // KillVmmdAndStartAgain kills vmmd with SIGKILL and starts the daemons
+  // again (the others are still running).
+  void KillVmmdAndStartAgain() {
+    std::ifstream pidfile(dir_.path() + "/run/vmmd.pid");
+    pid_t vmmd = 0;
+    pidfile >> vmmd;
+    ASSERT_GT(vmmd, 0);
+    ASSERT_EQ(kill(vmmd, SIGKILL), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  }
+
   bool WaitForSnapshot() {
     for (int i = 0; i < 600 && Snapshots().empty(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -219,13 +231,7 @@ TEST_F(SnapshotE2ETest, RestoredSandboxesAreEachTheirOwn) {
   EXPECT_EQ(Exec("twin-a", "hostname"), "twin-a\n");
   // vmmd killed and restarted reattaches to a restored guest.
   pid_t qemu_b = Sandbox("twin-b")["pid"];
-  std::ifstream pidfile(dir_.path() + "/run/vmmd.pid");
-  pid_t vmmd = 0;
-  pidfile >> vmmd;
-  ASSERT_GT(vmmd, 0);
-  ASSERT_EQ(kill(vmmd, SIGKILL), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  ASSERT_NO_FATAL_FAILURE(KillVmmdAndStartAgain());
   // Both restored sandboxes are reattached (a stop while one still is
   // would be refused as busy).
   for (int i = 0; i < 120 && (Sandbox("twin-b")["state"] != "running" ||
@@ -316,13 +322,7 @@ TEST_F(SnapshotE2ETest, AWarmVmBecomesTheNextSandboxAndIsItsOwn) {
   ASSERT_TRUE(WaitForWarmVm(ready_before_claim)) << "no warm VM after the claim";
   std::vector<pid_t> refill = testing::ProcessesNamed(pool);
   ASSERT_EQ(refill.size(), 2u) << "the claimed VM and the refill";
-  std::ifstream pidfile(dir_.path() + "/run/vmmd.pid");
-  pid_t vmmd = 0;
-  pidfile >> vmmd;
-  ASSERT_GT(vmmd, 0);
-  ASSERT_EQ(kill(vmmd, SIGKILL), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  ASSERT_NO_FATAL_FAILURE(KillVmmdAndStartAgain());
   for (int i = 0; i < 120 && Sandbox("third")["state"] != "running"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }

@@ -529,9 +529,8 @@ std::string SandboxManager::FailureReason(const std::string& name, const std::st
 }
 
 std::string SandboxManager::VmMarker(const vmm::Sandbox& sb) const {
-  VmConfig c = ConfigFor(sb);
-  if (!sb.pool_slot().empty()) c.disk = WarmDir(sb.pool_slot()) + "/disk.qcow2";
-  return hypervisor_->Marker(c);
+  if (!sb.pool_slot().empty()) return WarmMarker(sb.pool_slot());
+  return hypervisor_->Marker(ConfigFor(sb));
 }
 
 pid_t SandboxManager::FindVm(const vmm::Sandbox& sb) const {

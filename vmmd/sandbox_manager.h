@@ -306,9 +306,11 @@ class SandboxManager {
   // EndWarmVm kills a warm VM that no sandbox claimed, removes its files
   // and jail, and drops it from the pool (its jail ids free again).
   void EndWarmVm(const WarmVm& vm);
-  // WarmDir is the directory of a warm VM's files; WarmMarker what its
+  // WarmDir is the directory of a warm VM's files; WarmVmConfig its VM
+  // (of `shape`: files, sockets and name the slot's); WarmMarker what its
   // QEMU's command line holds (Hypervisor::Marker).
   std::string WarmDir(const std::string& slot) const;
+  VmConfig WarmVmConfig(const std::string& slot, const VmConfig& shape = VmConfig{}) const;
   std::string WarmMarker(const std::string& slot) const;
   // StopWarmPool ends every warm VM (vmmd stopping); RecoverWarmPool ends
   // what a vmmd that stopped without doing so left.

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -60,8 +59,14 @@ std::string SandboxManager::WarmDir(const std::string& slot) const {
   return absl::StrCat(options_.state_dir, "/pool/", slot);
 }
 
+VmConfig SandboxManager::WarmVmConfig(const std::string& slot, const VmConfig& shape) const {
+  VmConfig c = SnapshotVm(shape, WarmDir(slot), jails_.SocketDir(slot));
+  c.name = slot;
+  return c;
+}
+
 std::string SandboxManager::WarmMarker(const std::string& slot) const {
-  return hypervisor_->Marker(SnapshotVm(VmConfig{}, WarmDir(slot), jails_.SocketDir(slot)));
+  return hypervisor_->Marker(WarmVmConfig(slot));
 }
 
 void SandboxManager::RefillWarmPool(const std::string& key, const VmConfig& shape) {
@@ -114,8 +119,7 @@ void SandboxManager::StartWarmVm(const std::string& key, VmConfig shape, const s
   vm.slot = slot;
   vm.jail_uid = jail_uid;
   auto snapshot = snapshots_.Find(key);
-  VmConfig config = SnapshotVm(shape, WarmDir(slot), jails_.SocketDir(slot));
-  config.name = slot;
+  VmConfig config = WarmVmConfig(slot, shape);
   config.shares.clear();
   config.jail_uid = jails_.enabled() ? jail_uid : 0;
   config.incoming_socket = config.socket_dir + "/incoming.sock";
@@ -184,11 +188,10 @@ void SandboxManager::StartWarmVm(const std::string& key, VmConfig shape, const s
 }
 
 void SandboxManager::EndWarmVm(const WarmVm& vm) {
+  // Found by its disk (its pid may not have been recorded yet).
   std::string marker = WarmMarker(vm.slot);
-  KillIfOurs(vm.pid, marker);
-  // One launched before its pid was recorded is found by its disk.
   for (pid_t p : ProcessesMatching(marker)) KillIfOurs(p, marker);
-  if (jails_.enabled()) jails_.Teardown(vm.slot);
+  jails_.Teardown(vm.slot);
   (void)RemoveTree(WarmDir(vm.slot));
   // Its jail ids go back to the pool only now that nothing runs as them.
   std::lock_guard<std::mutex> lock(mu_);
@@ -209,8 +212,8 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
   // Taken, it leaves the pool but keeps its jail ids there until they are
   // the sandbox's on record (or nothing runs as them): no other sandbox or
   // warm VM is given them meanwhile.
-  VmConfig warm = SnapshotVm(VmConfig{}, WarmDir(vm->slot), jails_.SocketDir(vm->slot));
-  std::string marker = WarmMarker(vm->slot);
+  VmConfig warm = WarmVmConfig(vm->slot);
+  std::string marker = hypervisor_->Marker(warm);
   if (!ProcessAlive(vm->pid) || ProcessCmdline(vm->pid).find(marker) == std::string::npos) {
     EndWarmVm(*vm);
     return absl::NotFoundError("the warm VM is gone");
@@ -219,17 +222,7 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
   // crash in between leaves a VM no record owns, which the next vmmd kills
   // (sandbox_recover.cc), and the sandbox boots its disk.
   VmConfig config = ConfigFor(sb);
-  absl::Status moved = jails_.enabled() ? jails_.Rename(vm->slot, name) : absl::OkStatus();
-  if (!jails_.enabled()) {
-    // Without jails the sockets still live in the slot's directory.
-    struct stat st {};
-    if (lstat(config.socket_dir.c_str(), &st) == 0) {
-      (void)RemoveTree(config.socket_dir);
-    }
-    if (rename(warm.socket_dir.c_str(), config.socket_dir.c_str()) != 0) {
-      moved = absl::InternalError(absl::StrCat("cannot rename ", warm.socket_dir, ": ", strerror(errno)));
-    }
-  }
+  absl::Status moved = jails_.Rename(vm->slot, name);
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {warm.disk, config.disk}, {warm.console_log, config.console_log},
            {warm.vmm_log, config.vmm_log}}) {
@@ -257,9 +250,7 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
     if (jails_.enabled()) r.set_jail_uid(vm->jail_uid);
   });
   if (!s.ok()) {
-    KillIfOurs(vm->pid, marker);
-    std::lock_guard<std::mutex> lock(mu_);
-    warm_.Drop(vm->slot);
+    EndWarmVm(*vm);
     return s;
   }
   {
