@@ -22,10 +22,9 @@ int64_t NowMs() {
 }
 
 Attachment::Attachment(std::string sandbox, std::string channel_path, ProxyContext* px)
-    : state_(std::make_shared<State>()) {
+    : state_(std::make_shared<State>(px)) {
   state_->sandbox = std::move(sandbox);
   state_->channel_path = std::move(channel_path);
-  state_->px = px;
 }
 
 Attachment::~Attachment() {

@@ -54,6 +54,8 @@ struct ProxyContext {
   std::shared_ptr<grpc::Channel> secretsd;
   // Open connections, per sandbox and in all.
   std::shared_ptr<ConnectionCaps> caps = std::make_shared<ConnectionCaps>();
+  // The loops every attachment's connection handlers run on.
+  std::shared_ptr<FiberLoops> loops = std::make_shared<FiberLoops>();
 };
 
 // DialUpstream opens the connection to an allowed upstream: through the

@@ -3,7 +3,7 @@
 // of its own:
 //   attachment.cc      the public Attachment, following the policy, Decide
 //   tunnel.cc          the egress tunnel: connections in (caps, handler
-//                      threads) and DNS questions answered
+//                      fibers) and DNS questions answered
 //   outbound.cc        connecting an allowed destination (protected ranges,
 //                      the operator's proxy), credentials, the decision log
 //   traffic_paths.cc   forward, transparent and inspected connections
@@ -63,6 +63,8 @@ struct GuestConnection {
 int64_t NowMs();
 
 struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachment::State> {
+  explicit State(ProxyContext* px) : px(px), handlers(px->loops) {}
+
   std::string sandbox;
   std::string channel_path;
   ProxyContext* px;
@@ -82,7 +84,7 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   // Streams (of which tunnel's mux, which id) with a handler or carried
   // by the mux now (mu).
   std::set<std::pair<const EgressMux*, uint64_t>> live_ids;
-  HandlerThreads handlers;
+  Handlers handlers;  // each connection's, a fiber on px->loops
   SocketSet sockets;
   // After `sockets`: a kept connection is tracked there until it closes.
   UpstreamPool pool;

@@ -1,23 +1,22 @@
 // What keeps proxyd's guest connections accountable: how many may be open
 // (per sandbox and in all, a slot taken before any work is done for a
-// connection), the threads that serve them (every one joined, none
-// detached), and the sockets they block on (all shut down at once when an
-// attachment stops, so its threads end promptly).
+// connection), the handlers that serve them (every one waited for, none
+// detached), and the sockets they wait on (all shut down at once when an
+// attachment stops, so its handlers end promptly).
 #ifndef AIRLOCK_PROXYD_CONNECTIONS_H_
 #define AIRLOCK_PROXYD_CONNECTIONS_H_
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <vector>
+
+#include "proxyd/fibers.h"
 
 namespace airlock::proxyd {
 
@@ -46,49 +45,31 @@ class ConnectionCaps {
   std::atomic<uint64_t> open_{0};
 };
 
-// HandlerThreads runs each connection's handler on a thread of its own:
-// a worker that finished one handler waits a while for the next (a thread
-// start costs more than a small request), and JoinAll ends and joins them
-// all. Nothing is detached.
-class HandlerThreads {
+// Handlers runs one attachment's connection handlers as fibers on
+// proxyd's loops (fibers.h) and keeps count of them, so that JoinAll can
+// wait for every one. Nothing is detached.
+class Handlers {
  public:
-  // Workers idle longer than `idle` end.
-  explicit HandlerThreads(std::chrono::milliseconds idle = std::chrono::seconds(10))
-      : idle_(idle) {}
-  ~HandlerThreads() { JoinAll(); }
-  HandlerThreads(const HandlerThreads&) = delete;
-  HandlerThreads& operator=(const HandlerThreads&) = delete;
+  explicit Handlers(std::shared_ptr<FiberLoops> loops) : loops_(std::move(loops)) {}
+  ~Handlers() { JoinAll(); }
+  Handlers(const Handlers&) = delete;
+  Handlers& operator=(const Handlers&) = delete;
 
-  // Spawn runs `fn` on an idle worker or a new one; false when no thread
-  // can be started (or JoinAll has begun).
+  // Spawn runs `fn` as a fiber; false, with `fn` not run, when it cannot
+  // (or JoinAll has begun).
   bool Spawn(std::function<void()> fn);
-  // JoinAll waits for every handler started so far, then for every worker
-  // to end; Spawn refuses from then on.
+  // JoinAll waits for every handler started so far; Spawn refuses from
+  // then on.
   void JoinAll();
   // Handlers running now.
   size_t running() const;
-  // Worker threads alive now (running or idle).
-  size_t threads() const;
 
  private:
-  void Work(std::function<void()> first);
-
-  const std::chrono::milliseconds idle_;
+  std::shared_ptr<FiberLoops> loops_;
   mutable std::mutex mu_;
-  // Idle workers wait on `work_` for a handler (or the stop); JoinAll waits
-  // on `drained_` for the last running handler. Two, so that a handler
-  // ending wakes no idle worker: on a host where a wake-up is a context
-  // switch through the hypervisor, waking every idle worker per request
-  // was most of what a request cost.
-  std::condition_variable work_;
   std::condition_variable drained_;
-  std::deque<std::function<void()>> queue_;
-  size_t idle_workers_ = 0;
   size_t running_ = 0;
   bool stopping_ = false;
-  std::list<std::thread> workers_;
-  // Workers that ended on their own, joined by the next Spawn or JoinAll.
-  std::vector<std::thread::id> ended_;
 };
 
 // SocketSet tracks the sockets handlers may block on.

@@ -1,9 +1,11 @@
 #include "proxyd/connections.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -51,53 +53,53 @@ TEST(ConnectionCapsTest, ARefusalTakesNothing) {
   EXPECT_EQ(caps.open(), 3u);
 }
 
-TEST(HandlerThreadsTest, EveryHandlerIsJoined) {
+TEST(HandlersTest, EveryHandlerIsWaitedFor) {
+  auto loops = std::make_shared<FiberLoops>(2, 2);
   std::atomic<int> ran{0};
-  {
-    HandlerThreads threads;
-    for (int i = 0; i < 50; ++i) {
-      ASSERT_TRUE(threads.Spawn([&ran, i] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(i % 5));
-        ran++;
-      }));
-    }
-    threads.JoinAll();
-    EXPECT_EQ(ran.load(), 50);
-    EXPECT_EQ(threads.running(), 0u);
-  }
-}
-
-TEST(HandlerThreadsTest, AnIdleWorkerTakesTheNextHandlerAndEndsWhenIdleLong) {
-  HandlerThreads threads(std::chrono::milliseconds(300));
-  std::mutex mu;
-  std::set<std::thread::id> ids;
-  for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(threads.Spawn([&] {
-      std::lock_guard<std::mutex> lock(mu);
-      ids.insert(std::this_thread::get_id());
+  Handlers handlers(loops);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(handlers.Spawn([&ran, i] {
+      SleepFor(std::chrono::milliseconds(i % 5));
+      ran++;
     }));
-    while (threads.running() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  // One after the other: one worker served them all.
-  EXPECT_EQ(ids.size(), 1u);
-  EXPECT_EQ(threads.threads(), 1u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
-  EXPECT_EQ(threads.threads(), 0u);
-  // A new handler after that gets a new worker.
-  ASSERT_TRUE(threads.Spawn([] {}));
-  threads.JoinAll();
-  EXPECT_FALSE(threads.Spawn([] {}));
+  handlers.JoinAll();
+  EXPECT_EQ(ran.load(), 50);
+  EXPECT_EQ(handlers.running(), 0u);
+  EXPECT_FALSE(handlers.Spawn([] {}));
 }
 
-TEST(HandlerThreadsTest, JoinAllWaitsForHandlersStillRunning) {
-  HandlerThreads threads;
+TEST(HandlersTest, JoinAllWaitsForHandlersStillRunning) {
+  auto loops = std::make_shared<FiberLoops>(1, 1);
+  Handlers handlers(loops);
   std::atomic<bool> finished{false};
-  ASSERT_TRUE(threads.Spawn([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(handlers.Spawn([&] {
+    SleepFor(std::chrono::milliseconds(200));
     finished = true;
   }));
-  threads.JoinAll();
+  handlers.JoinAll();
   EXPECT_TRUE(finished.load());
+}
+
+TEST(HandlersTest, TwoAttachmentsShareTheLoopsAndWaitOnlyForTheirOwn) {
+  auto loops = std::make_shared<FiberLoops>(1, 1);
+  Handlers a(loops), b(loops);
+  int sp[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp), 0);
+  std::atomic<bool> b_done{false};
+  // A's handler waits on a socket nobody writes to until the end.
+  ASSERT_TRUE(a.Spawn([&] {
+    pollfd p = {sp[0], POLLIN, 0};
+    EXPECT_EQ(Poll(&p, 1, -1), 1);
+  }));
+  ASSERT_TRUE(b.Spawn([&] { b_done = true; }));
+  b.JoinAll();
+  EXPECT_TRUE(b_done.load());
+  EXPECT_EQ(a.running(), 1u);
+  ASSERT_EQ(write(sp[1], "x", 1), 1);
+  a.JoinAll();
+  close(sp[0]);
+  close(sp[1]);
 }
 
 TEST(SocketSetTest, ShutdownAllEndsABlockedReadAndLaterAdds) {

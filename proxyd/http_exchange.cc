@@ -44,7 +44,6 @@ absl::StatusOr<std::unique_ptr<Stream>> OpenUpstream(ExchangePeers& peers, const
   auto fd = peers.Dial(d);
   if (!fd.ok()) return fd.status();
   auto upstream = std::make_unique<Stream>(*fd, peers.Sockets());
-  SetTimeouts(*fd, kIdleTimeout);
   if (tls) {
     auto ssl = peers.UpstreamTls(*fd, d.host);
     if (!ssl.ok()) return ssl.status();

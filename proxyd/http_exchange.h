@@ -30,8 +30,6 @@ namespace airlock::proxyd {
 
 // The longest request or response head proxyd reads.
 inline constexpr size_t kMaxHead = 64 * 1024;
-// How long a carried connection may stay silent.
-inline constexpr auto kIdleTimeout = std::chrono::seconds(600);
 
 // Verdict is a decision plus what the log and a 403 need.
 struct Verdict {

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "proxyd/fibers.h"
 
 namespace airlock::proxyd {
 namespace {
@@ -162,9 +163,11 @@ std::string Exchange(FakePeers& peers, const std::string& requests,
   EXPECT_EQ(write(pair[1], requests.data(), requests.size()),
             static_cast<ssize_t>(requests.size()));
   shutdown(pair[1], SHUT_WR);
-  std::thread server([&peers, fd = pair[0], conn_host, conn_port] {
+  // The exchange runs on a fiber, as proxyd's handlers do.
+  FiberLoops loops(1, 1);
+  loops.Spawn([&peers, fd = pair[0], conn_host, conn_port] {
     Stream client(fd);
-    SetTimeouts(fd, std::chrono::seconds(10));
+    client.set_timeout(std::chrono::seconds(10));
     auto head = ReadHead(client, kMaxHead);
     if (!head.ok()) return;
     ServeRequests(peers, client, *head, conn_host, conn_port,
@@ -173,7 +176,7 @@ std::string Exchange(FakePeers& peers, const std::string& requests,
   std::string got;
   char buf[4096];
   for (ssize_t n; (n = read(pair[1], buf, sizeof(buf))) > 0;) got.append(buf, n);
-  server.join();
+  loops.Stop();
   close(pair[1]);
   if (finish) peers.Finish();
   return got;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/client.h"
 #include "common/log.h"
+#include "proxyd/fibers.h"
 #include "protos/secrets/v1/secrets.grpc.pb.h"
 
 namespace airlock::proxyd {
@@ -116,7 +117,9 @@ std::vector<Placement> Attachment::State::Credentials(const std::string& host, u
   req.set_host(host);
   req.set_port(port);
   airlock::secrets::v1::ResolveResponse resp;
-  grpc::Status s = stub->Resolve(&ctx, req, &resp);
+  grpc::Status s;
+  // A gRPC call blocks its thread: a handler's fiber waits for it aside.
+  RunBlocking([&] { s = stub->Resolve(&ctx, req, &resp); });
   if (!s.ok()) {
     // Once every 10 s at most: a secretsd that is down must not flood the log.
     int64_t now = NowMs();

@@ -4,12 +4,9 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
-#include <thread>
-
-#include "common/fd_io.h"
+#include "proxyd/fibers.h"
 #include "proxyd/http.h"
 
 namespace airlock::proxyd {
@@ -28,6 +25,17 @@ int Stream::Release() {
   return fd;
 }
 
+bool Stream::WaitFor(short events) {
+  pollfd p = {fd_, events, 0};
+  while (true) {
+    int r = Poll(&p, 1, static_cast<int>(timeout_.count()));
+    if (r > 0) return true;
+    if (r < 0 && errno == EINTR) continue;
+    errno = ETIMEDOUT;
+    return false;
+  }
+}
+
 ssize_t Stream::Read(char* buf, size_t n) {
   if (!unread_.empty()) {
     size_t k = std::min(n, unread_.size());
@@ -35,25 +43,52 @@ ssize_t Stream::Read(char* buf, size_t n) {
     unread_.erase(0, k);
     return static_cast<ssize_t>(k);
   }
-  if (ssl_ != nullptr) {
-    int r = SSL_read(ssl_.get(), buf, static_cast<int>(std::min<size_t>(n, 1 << 30)));
-    if (r > 0) return r;
-    int err = SSL_get_error(ssl_.get(), r);
-    return err == SSL_ERROR_ZERO_RETURN ? 0 : -1;
-  }
   while (true) {
-    ssize_t r = read(fd_, buf, n);
-    if (r < 0 && errno == EINTR) continue;
-    return r;
+    if (ssl_ != nullptr) {
+      int r = SSL_read(ssl_.get(), buf, static_cast<int>(std::min<size_t>(n, 1 << 30)));
+      if (r > 0) return r;
+      int err = SSL_get_error(ssl_.get(), r);
+      if (err == SSL_ERROR_ZERO_RETURN) return 0;
+      if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        if (!WaitFor(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT)) return -1;
+        continue;
+      }
+      return -1;
+    }
+    ssize_t r = recv(fd_, buf, n, MSG_DONTWAIT);
+    if (r >= 0) return r;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    if (!WaitFor(POLLIN)) return -1;
   }
 }
 
 bool Stream::WriteAll(absl::string_view data) {
-  if (ssl_ == nullptr) return airlock::WriteAll(fd_, data);
   while (!data.empty()) {
-    int r = SSL_write(ssl_.get(), data.data(), static_cast<int>(std::min<size_t>(data.size(), 1 << 20)));
-    if (r <= 0) return false;
-    data.remove_prefix(r);
+    if (ssl_ != nullptr) {
+      // After a WANT_ the same bytes are offered again, as OpenSSL asks.
+      int r = SSL_write(ssl_.get(), data.data(),
+                        static_cast<int>(std::min<size_t>(data.size(), 1 << 20)));
+      if (r > 0) {
+        data.remove_prefix(r);
+        continue;
+      }
+      int err = SSL_get_error(ssl_.get(), r);
+      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return false;
+      if (!WaitFor(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT)) return false;
+      continue;
+    }
+    ssize_t r = send(fd_, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r > 0) {
+      data.remove_prefix(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!WaitFor(POLLOUT)) return false;
+      continue;
+    }
+    return false;
   }
   return true;
 }
@@ -63,13 +98,6 @@ void Stream::ShutdownWrite() {
   write_shut_ = true;
   if (ssl_ != nullptr) SSL_shutdown(ssl_.get());
   shutdown(fd_, SHUT_WR);
-}
-
-void SetTimeouts(int fd, std::chrono::seconds timeout) {
-  timeval tv{};
-  tv.tv_sec = timeout.count();
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
 absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max, bool* none_read) {
@@ -109,7 +137,7 @@ std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait, char 
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd p = {stream.fd(), POLLIN, 0};
-    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    if (left.count() <= 0 || Poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
     ssize_t r = recv(stream.fd(), got.data(), n, MSG_PEEK | MSG_DONTWAIT);
     if (r <= 0) return "";
     bool enough = until != 0 ? memchr(got.data(), until, r) != nullptr || static_cast<size_t>(r) == n
@@ -118,7 +146,7 @@ std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait, char 
       got.resize(r);
       return got;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    SleepFor(std::chrono::milliseconds(5));
   }
   ssize_t r = recv(stream.fd(), got.data(), n, MSG_PEEK | MSG_DONTWAIT);
   got.resize(r > 0 ? r : 0);
@@ -138,7 +166,7 @@ std::pair<uint64_t, uint64_t> Splice(Stream& a, Stream& b) {
     if (ready < 0) {
       pollfd p[2] = {{a.fd(), static_cast<short>(open[0] ? POLLIN : 0), 0},
                      {b.fd(), static_cast<short>(open[1] ? POLLIN : 0), 0}};
-      int r = poll(p, 2, 600000);
+      int r = Poll(p, 2, static_cast<int>(kStreamTimeout.count()));
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) break;  // ten idle minutes
       for (int i = 0; i < 2 && ready < 0; ++i) {

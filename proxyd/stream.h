@@ -1,8 +1,11 @@
 // A byte stream proxyd reads and writes: a connected socket, with or
 // without TLS on top. Both ends of a carried connection are Streams, so
 // the HTTP code and the splice loop do not care which side is encrypted.
-// Sockets are blocking with receive/send timeouts; a stream that stays
-// silent longer than its timeout ends.
+// A read or write that must wait waits through Poll (fibers.h): on a
+// handler's fiber, the loop serves other connections meanwhile. A stream
+// that stays silent longer than its timeout ends. Its socket must be
+// non-blocking when TLS runs on it on a fiber (a plain socket is read and
+// written without blocking either way).
 #ifndef AIRLOCK_PROXYD_STREAM_H_
 #define AIRLOCK_PROXYD_STREAM_H_
 
@@ -18,6 +21,10 @@
 
 namespace airlock::proxyd {
 
+// How long a stream may stay silent (a read or a write waiting) before it
+// ends, unless set otherwise.
+inline constexpr std::chrono::milliseconds kStreamTimeout = std::chrono::minutes(10);
+
 class Stream {
  public:
   // Takes ownership of `fd`; with `sockets`, tracked there until closed.
@@ -29,13 +36,14 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   int fd() const { return fd_; }
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
   bool tls() const { return ssl_ != nullptr; }
   // StartTls makes every later read and write go through `ssl` (already
   // handshaken on fd()).
   void StartTls(UniqueSsl ssl) { ssl_ = std::move(ssl); }
 
   // Read reads what is available, at most `n` bytes: > 0 bytes, 0 at end of
-  // stream, -1 on error or timeout.
+  // stream, -1 on error or timeout (errno ETIMEDOUT).
   ssize_t Read(char* buf, size_t n);
   bool WriteAll(absl::string_view data);
   // ShutdownWrite sends end of stream (TLS close_notify, then FIN).
@@ -58,15 +66,17 @@ class Stream {
   std::string& unread() { return unread_; }
 
  private:
+  // WaitFor waits until the socket is ready for `events`; false when the
+  // timeout passed first.
+  bool WaitFor(short events);
+
   int fd_;
   SocketSet* sockets_;
+  std::chrono::milliseconds timeout_ = kStreamTimeout;
   UniqueSsl ssl_;
   std::string unread_;
   bool write_shut_ = false;
 };
-
-// SetTimeouts sets the socket's receive and send timeouts.
-void SetTimeouts(int fd, std::chrono::seconds timeout);
 
 // ReadHead reads until a complete message head ("...\r\n\r\n") and returns
 // it; bytes after it stay in stream.unread(). Errors: the stream ended

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/fd_io.h"
+#include "proxyd/fibers.h"
 
 namespace airlock::proxyd {
 namespace {
@@ -453,7 +455,7 @@ std::string HandshakeFailure(SSL* ssl, int rc, int saved_errno) {
   switch (err) {
     case SSL_ERROR_WANT_READ:
     case SSL_ERROR_WANT_WRITE:
-      return "timed out waiting for the peer (or the socket is non-blocking)";
+      return "timed out waiting for the peer";
     case SSL_ERROR_ZERO_RETURN:
       return "the peer closed the connection";
     case SSL_ERROR_SYSCALL:
@@ -461,6 +463,26 @@ std::string HandshakeFailure(SSL* ssl, int rc, int saved_errno) {
       return "the peer closed the connection during the handshake";
     default:
       return "handshake failed";
+  }
+}
+
+// Handshake runs SSL_connect (or SSL_accept) to its end, waiting through
+// Poll whenever the socket is not ready (so a fiber's loop goes on
+// meanwhile), each wait at most ten minutes, as any silence of a carried
+// connection. Returns the last call's result, errno as it left it.
+int Handshake(SSL* ssl, bool accept) {
+  while (true) {
+    errno = 0;
+    int rc = accept ? SSL_accept(ssl) : SSL_connect(ssl);
+    if (rc == 1) return rc;
+    int err = SSL_get_error(ssl, rc);
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return rc;
+    int saved_errno = errno;
+    pollfd p = {SSL_get_fd(ssl), static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+    if (Poll(&p, 1, 600000) <= 0) {
+      errno = saved_errno;
+      return rc;
+    }
   }
 }
 
@@ -659,8 +681,7 @@ absl::StatusOr<UniqueSsl> StartUpstreamTls(SSL_CTX* ctx, int fd, const std::stri
       return CryptoError("upstream host name verification");
     }
   }
-  errno = 0;
-  int rc = SSL_connect(ssl.get());
+  int rc = Handshake(ssl.get(), /*accept=*/false);
   int saved_errno = errno;
   if (rc == 1) return ssl;
   long verify = SSL_get_verify_result(ssl.get());
@@ -679,8 +700,7 @@ absl::StatusOr<UniqueSsl> AcceptClientTls(SSL_CTX* server_ctx, int fd) {
   ERR_clear_error();
   UniqueSsl ssl(SSL_new(server_ctx));
   if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) return CryptoError("new sandbox connection");
-  errno = 0;
-  int rc = SSL_accept(ssl.get());
+  int rc = Handshake(ssl.get(), /*accept=*/true);
   int saved_errno = errno;
   if (rc == 1) return ssl;
   std::string why = HandshakeFailure(ssl.get(), rc, saved_errno);

@@ -108,7 +108,8 @@ absl::StatusOr<std::shared_ptr<SSL_CTX>> MakeUpstreamContext(
     const std::vector<std::string>& extra_ca_files);
 
 // StartUpstreamTls performs the client handshake with `host` on the
-// connected, blocking socket `fd`: it sends SNI (not for an IP literal) and
+// connected socket `fd` (waiting through Poll, fibers.h, while it is not
+// ready): it sends SNI (not for an IP literal) and
 // requires the certificate to be valid for `host` (as a DNS name, or as an
 // IP address for a literal). A certificate that fails verification is
 // UNAUTHENTICATED with the reason, e.g. "upstream certificate for
@@ -118,7 +119,7 @@ absl::StatusOr<std::shared_ptr<SSL_CTX>> MakeUpstreamContext(
 absl::StatusOr<UniqueSsl> StartUpstreamTls(SSL_CTX* ctx, int fd, const std::string& host);
 
 // AcceptClientTls performs the server handshake with a sandbox on the
-// connected, blocking socket `fd`, using a context from ServerContextFor.
+// connected socket `fd` (waiting as StartUpstreamTls does), using a context from ServerContextFor.
 // Failure is UNAVAILABLE with the reason (e.g. the client's alert).
 absl::StatusOr<UniqueSsl> AcceptClientTls(SSL_CTX* server_ctx, int fd);
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "proxyd/fibers.h"
 #include "proxyd/http.h"
 #include "proxyd/tls.h"
 #include "proxyd/wire.h"
@@ -64,7 +65,6 @@ bool Attachment::State::HandleForward(GuestConnection& g) {
     return true;
   }
   Stream upstream(*fd, &sockets);
-  SetTimeouts(*fd, kIdleTimeout);
   if (!client.WriteAll("HTTP/1.1 200 Connection established\r\n\r\n")) return true;
   Carry(g, upstream);
   return true;
@@ -87,7 +87,6 @@ bool Attachment::State::HandleTransparent(GuestConnection& g, const Address& add
         Record(shown, port, "", "", v, pb::TRANSPARENT);
         if (!fd.ok()) return false;
         Stream upstream(*fd, &sockets);
-        SetTimeouts(*fd, kIdleTimeout);
         Carry(g, upstream);
         return true;
       }
@@ -135,9 +134,8 @@ bool Attachment::State::HandleInspected(GuestConnection& g, const std::string& h
       return false;
     }
     upstream = std::make_unique<Stream>(*fd, &sockets);
-    SetTimeouts(*fd, kIdleTimeout);
     pollfd p[2] = {{client.fd(), POLLIN, 0}, {*fd, POLLIN, 0}};
-    if (poll(p, 2, static_cast<int>(kIdleTimeout.count() * 1000)) <= 0) return false;
+    if (Poll(p, 2, static_cast<int>(kStreamTimeout.count())) <= 0) return false;
     if (p[1].revents != 0 && p[0].revents == 0) {
       Record(host, port, "", "", v, via);
       Carry(g, *upstream);
@@ -177,7 +175,6 @@ bool Attachment::State::SpliceAllowed(GuestConnection& g, const std::string& hos
   Record(host, port, "", "", *v, via);
   if (!fd.ok()) return false;
   Stream upstream(*fd, &sockets);
-  SetTimeouts(*fd, kIdleTimeout);
   Carry(g, upstream);
   return true;
 }
@@ -196,8 +193,7 @@ void Attachment::State::Carry(GuestConnection& g, Stream& upstream) {
   int fd = upstream.Release();
   g.handed_over = true;
   auto done = [this, mux = g.mux.get(), id = g.id] { EndConnection(mux, id, true); };
-  g.mux->Replace(g.id, pair_end, fd, std::move(done),
-                 std::chrono::duration_cast<milliseconds>(kIdleTimeout));
+  g.mux->Replace(g.id, pair_end, fd, std::move(done), kStreamTimeout);
 }
 
 void Attachment::State::ServeIntercepted(Stream& client, const std::string& host, uint16_t port,

@@ -124,14 +124,15 @@ void Attachment::State::Accept(const std::shared_ptr<EgressMux>& mux, uint64_t i
     return;
   }
   int sp[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+  // The handler's end is non-blocking: it waits through Poll, on a fiber.
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sp) != 0) {
     EndConnection(mux.get(), id, true);
     mux->Reset(id);
     return;
   }
   mux->Open(id, sp[1]);
   if (!handlers.Spawn([this, mux, id, c, fd = sp[0]] { Serve(mux, id, c, fd); })) {
-    AIRLOCK_LOG_ERROR("cannot start a connection thread", {{"sandbox", sandbox}});
+    AIRLOCK_LOG_ERROR("cannot start a connection handler", {{"sandbox", sandbox}});
     mux->Reset(id);
     close(sp[0]);
     EndConnection(mux.get(), id, true);
@@ -142,7 +143,6 @@ void Attachment::State::Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id
                               const agentpb::EgressConnection& c, int fd) {
   {
     GuestConnection g(fd, &sockets, mux, id);
-    SetTimeouts(fd, kIdleTimeout);
     bool ok = c.via() == agentpb::EGRESS_FORWARD ? HandleForward(g) : [&] {
       Address addr{};
       if (!policy::ParseAddress(c.address(), &addr) || c.port() == 0 || c.port() > 65535) {

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/policy/rules.h"
+#include "proxyd/fibers.h"
 
 namespace airlock::proxyd {
 
@@ -151,7 +152,9 @@ absl::StatusOr<Resolved> Resolver::Resolve(const std::string& host) const {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  int rc = 0;
+  // A lookup may take seconds: a handler's fiber waits for it aside.
+  RunBlocking([&] { rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); });
   if (rc != 0) {
     return absl::NotFoundError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
   }
@@ -204,7 +207,7 @@ absl::StatusOr<int> ConnectTo(const Address& addr, uint16_t port, std::chrono::s
   int rc = connect(fd, reinterpret_cast<sockaddr*>(&ss), len);
   if (rc != 0 && errno == EINPROGRESS) {
     pollfd p = {fd, POLLOUT, 0};
-    rc = poll(&p, 1, static_cast<int>(timeout.count() * 1000));
+    rc = Poll(&p, 1, static_cast<int>(timeout.count() * 1000));
     if (rc == 0) {
       close(fd);
       return absl::DeadlineExceededError(absl::StrCat("connecting to ", where, " timed out"));
@@ -220,7 +223,7 @@ absl::StatusOr<int> ConnectTo(const Address& addr, uint16_t port, std::chrono::s
     close(fd);
     return absl::UnavailableError(absl::StrCat("cannot connect to ", where, ": ", err));
   }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  // It stays non-blocking: every wait on it goes through Poll (fibers.h).
   // A request head and its body go out as separate writes: without this,
   // Nagle holds the second until the first is acknowledged.
   int one = 1;
@@ -235,8 +238,13 @@ absl::Status ProxyTunnel(int fd, const std::string& proxy, const std::string& ho
   std::string req = absl::StrCat("CONNECT ", authority, " HTTP/1.1\r\nHost: ", authority,
                                  "\r\nUser-Agent: airlock-proxyd\r\n\r\n");
   for (size_t off = 0; off < req.size();) {
-    ssize_t n = send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
+    ssize_t n = send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p = {fd, POLLOUT, 0};
+      if (Poll(&p, 1, static_cast<int>(timeout.count() * 1000)) > 0) continue;
+      errno = ETIMEDOUT;
+    }
     if (n <= 0) {
       return absl::UnavailableError(
           absl::StrCat("cannot send CONNECT to upstream proxy ", proxy, ": ", strerror(errno)));
@@ -250,13 +258,13 @@ absl::Status ProxyTunnel(int fd, const std::string& proxy, const std::string& ho
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd p = {fd, POLLIN, 0};
-    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+    if (left.count() <= 0 || Poll(&p, 1, static_cast<int>(left.count())) <= 0) {
       return absl::DeadlineExceededError(
           absl::StrCat("upstream proxy ", proxy, " did not answer CONNECT ", authority));
     }
     char c;
-    ssize_t n = recv(fd, &c, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n <= 0) {
       return absl::UnavailableError(absl::StrCat("upstream proxy ", proxy,
                                                  " closed the connection on CONNECT ", authority));

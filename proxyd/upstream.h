@@ -90,7 +90,8 @@ struct Destination {
   std::string PoolKey(bool tls) const;
 };
 
-// ConnectTo opens a TCP connection; the error says where and why.
+// ConnectTo opens a TCP connection, left non-blocking (its waits go
+// through Poll, fibers.h); the error says where and why.
 absl::StatusOr<int> ConnectTo(const Address& addr, uint16_t port, std::chrono::seconds timeout);
 
 // ProxyTunnel asks the HTTP proxy already connected on `fd` for a tunnel to

@@ -11,7 +11,7 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java g++ pkg-config python3
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libgit2-dev libssl-dev libsqlite3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libboost-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libboost-dev libboost-context1.74-dev
   # Runtime: the hypervisor, disk tools and what builds the guest images.
   zlib1g-dev libyaml-cpp-dev libre2-dev libarchive-dev libcurl4-openssl-dev qemu-system-x86 qemu-utils busybox-static e2fsprogs debootstrap cpio nftables
   zstd xz-utils kmod ca-certificates openssl lz4

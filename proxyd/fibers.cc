@@ -1,0 +1,437 @@
+#include "proxyd/fibers.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
+#include <deque>
+#include <map>
+#include <new>
+#include <unordered_map>
+
+namespace airlock::proxyd {
+
+namespace bctx = boost::context;
+using Clock = std::chrono::steady_clock;
+
+// Stacks keeps the stacks of ended fibers for the next ones (a new stack
+// is an mmap, an mprotect for its guard page and page faults as it is
+// touched; a connection per request would pay them all each time).
+class FiberLoops::Stacks {
+ public:
+  ~Stacks() {
+    for (bctx::stack_context& s : free_) alloc_.deallocate(s);
+  }
+  // Take throws std::bad_alloc when no stack can be mapped.
+  bctx::stack_context Take() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        bctx::stack_context s = free_.back();
+        free_.pop_back();
+        return s;
+      }
+    }
+    return alloc_.allocate();
+  }
+  void Give(bctx::stack_context s) noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.size() < kKept) {
+      free_.push_back(s);
+      return;
+    }
+    alloc_.deallocate(s);
+  }
+
+ private:
+  static constexpr size_t kKept = 256;
+  bctx::protected_fixedsize_stack alloc_{kFiberStackBytes};
+  std::mutex mu_;
+  std::vector<bctx::stack_context> free_;
+};
+
+namespace {
+
+// GivenStack hands a fiber the stack Spawn took for it, and gives it back
+// when the fiber ends.
+struct GivenStack {
+  bctx::stack_context stack;
+  FiberLoops::Stacks* stacks;
+  bctx::stack_context allocate() { return stack; }
+  void deallocate(bctx::stack_context& s) noexcept { stacks->Give(s); }
+};
+
+}  // namespace
+
+struct FiberLoops::Fiber {
+  std::function<void()> fn;
+  bctx::stack_context stack;
+  bctx::fiber self;  // the fiber while it is parked
+  bctx::fiber back;  // the loop, while the fiber runs
+  bool done = false;
+  // A wait in progress: the descriptors, and when it ends at the latest.
+  bool waiting = false;
+  pollfd* fds = nullptr;
+  nfds_t nfds = 0;
+  bool timed = false;
+  std::multimap<Clock::time_point, Fiber*>::iterator timer;
+};
+
+// Helpers runs RunBlocking's work on threads of their own.
+class FiberLoops::Helpers {
+ public:
+  explicit Helpers(size_t n) {
+    for (size_t i = 0; i < n; ++i) threads_.emplace_back([this] { Work(); });
+  }
+  ~Helpers() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  void Submit(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Work() {
+    while (true) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+namespace {
+thread_local FiberLoops::Loop* t_loop = nullptr;
+thread_local FiberLoops::Fiber* t_fiber = nullptr;
+}  // namespace
+
+// Loop is one thread: its fibers, the descriptors they wait on (one epoll
+// set, each descriptor armed once per wait), their time limits.
+class FiberLoops::Loop {
+ public:
+  Loop(Stacks* stacks, Helpers* helpers, std::function<void()> on_end)
+      : stacks_(stacks), helpers_(helpers), on_end_(std::move(on_end)) {
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = wake_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Loop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    Nudge();
+    thread_.join();
+    close(wake_fd_);
+    close(epoll_fd_);
+  }
+
+  // From any thread: a new fiber, or a parked one whose RunBlocking work
+  // is done.
+  void Start(Fiber* f) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      started_.push_back(f);
+    }
+    Nudge();
+  }
+  void Wake(Fiber* f) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      woken_.push_back(f);
+    }
+    Nudge();
+  }
+
+  // On this loop's fibers only.
+  int Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms);
+  void Blocking(Fiber* f, const std::function<void()>& fn);
+
+ private:
+  void Nudge() {
+    uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+    (void)ignored;
+  }
+  void Run();
+  // Park switches from fiber `f` back to the loop until it is resumed.
+  void Park(Fiber* f) { f->back = std::move(f->back).resume(); }
+  // Forget ends `f`'s wait: its descriptors and time limit are no longer
+  // watched for it.
+  void Forget(Fiber* f);
+  // Ready ends `f`'s wait and queues it to run.
+  void Ready(Fiber* f);
+  bool Arm(int fd, short events);
+  void Resume(Fiber* f);
+
+  Stacks* stacks_;
+  Helpers* helpers_;
+  std::function<void()> on_end_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread thread_;
+
+  std::mutex mu_;
+  std::vector<Fiber*> started_;
+  std::vector<Fiber*> woken_;
+  bool stop_ = false;
+
+  // The loop's thread only.
+  std::deque<Fiber*> runnable_;
+  std::unordered_map<int, Fiber*> waiters_;
+  std::multimap<Clock::time_point, Fiber*> timers_;
+  size_t alive_ = 0;
+};
+
+bool FiberLoops::Loop::Arm(int fd, short events) {
+  epoll_event ev{};
+  ev.events = EPOLLONESHOT | ((events & POLLIN) ? EPOLLIN : 0) | ((events & POLLOUT) ? EPOLLOUT : 0);
+  ev.data.fd = fd;
+  // One registration per descriptor, re-armed for each wait: a closed
+  // descriptor leaves the set by itself, and its number, reused, is
+  // registered afresh.
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev) == 0) return true;
+  return errno == ENOENT && epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+int FiberLoops::Loop::Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms) {
+  int bad = 0;
+  for (nfds_t i = 0; i < n; ++i) {
+    fds[i].revents = 0;
+    if (fds[i].fd < 0 || fds[i].events == 0) continue;
+    if (!Arm(fds[i].fd, fds[i].events)) {
+      fds[i].revents = POLLNVAL;
+      ++bad;
+      continue;
+    }
+    waiters_[fds[i].fd] = f;
+  }
+  f->fds = fds;
+  f->nfds = n;
+  f->waiting = true;
+  if (bad > 0) {
+    Forget(f);  // it goes on at once
+    return bad;
+  }
+  f->timed = timeout_ms >= 0;
+  if (f->timed) {
+    f->timer = timers_.emplace(Clock::now() + std::chrono::milliseconds(timeout_ms), f);
+  }
+  Park(f);
+  int ready = 0;
+  for (nfds_t i = 0; i < n; ++i) ready += fds[i].revents != 0;
+  return ready;
+}
+
+void FiberLoops::Loop::Blocking(Fiber* f, const std::function<void()>& fn) {
+  f->fds = nullptr;
+  f->nfds = 0;
+  f->timed = false;
+  f->waiting = true;
+  // The fiber stays parked until Wake, so `fn` (on its stack) outlives
+  // the job.
+  helpers_->Submit([this, f, &fn] {
+    fn();
+    Wake(f);
+  });
+  Park(f);
+}
+
+void FiberLoops::Loop::Ready(Fiber* f) {
+  if (!f->waiting) return;
+  Forget(f);
+  runnable_.push_back(f);
+}
+
+void FiberLoops::Loop::Forget(Fiber* f) {
+  f->waiting = false;
+  if (f->timed) timers_.erase(f->timer);
+  f->timed = false;
+  for (nfds_t i = 0; i < f->nfds; ++i) {
+    auto it = waiters_.find(f->fds[i].fd);
+    if (it != waiters_.end() && it->second == f) waiters_.erase(it);
+  }
+}
+
+void FiberLoops::Loop::Resume(Fiber* f) {
+  t_fiber = f;
+  f->self = std::move(f->self).resume();
+  t_fiber = nullptr;
+  if (!f->done) return;
+  delete f;
+  --alive_;
+  on_end_();
+}
+
+void FiberLoops::Loop::Run() {
+  t_loop = this;
+  epoll_event events[128];
+  while (true) {
+    std::vector<Fiber*> started, woken;
+    bool stop;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      started.swap(started_);
+      woken.swap(woken_);
+      stop = stop_;
+    }
+    for (Fiber* f : started) {
+      ++alive_;
+      f->self = bctx::fiber(std::allocator_arg, GivenStack{f->stack, stacks_},
+                            [f](bctx::fiber&& back) {
+                              f->back = std::move(back);
+                              f->fn();
+                              f->fn = nullptr;
+                              f->done = true;
+                              return std::move(f->back);
+                            });
+      runnable_.push_back(f);
+    }
+    for (Fiber* f : woken) Ready(f);
+    while (!runnable_.empty()) {
+      Fiber* f = runnable_.front();
+      runnable_.pop_front();
+      Resume(f);
+    }
+    // FiberLoops::Stop ends the loops once no fiber is alive.
+    if (stop && alive_ == 0) return;
+    int timeout = -1;
+    if (!timers_.empty()) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(timers_.begin()->first - Clock::now());
+      timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
+    }
+    int n = epoll_wait(epoll_fd_, events, 128, timeout);
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == wake_fd_) {
+        uint64_t count;
+        ssize_t ignored = read(wake_fd_, &count, sizeof(count));
+        (void)ignored;
+        continue;
+      }
+      auto it = waiters_.find(fd);
+      if (it == waiters_.end()) continue;  // its wait ended another way
+      Fiber* f = it->second;
+      short got = ((events[i].events & EPOLLIN) ? POLLIN : 0) |
+                  ((events[i].events & EPOLLOUT) ? POLLOUT : 0) |
+                  ((events[i].events & EPOLLERR) ? POLLERR : 0) |
+                  ((events[i].events & EPOLLHUP) ? POLLHUP : 0);
+      for (nfds_t k = 0; k < f->nfds; ++k) {
+        if (f->fds[k].fd == fd) {
+          f->fds[k].revents |= got & (f->fds[k].events | POLLERR | POLLHUP);
+        }
+      }
+      Ready(f);
+    }
+    auto now = Clock::now();
+    while (!timers_.empty() && timers_.begin()->first <= now) Ready(timers_.begin()->second);
+  }
+}
+
+size_t FiberLoops::DefaultLoops() {
+  unsigned cpus = std::thread::hardware_concurrency();
+  return std::max<size_t>(1, std::min<size_t>(4, cpus));
+}
+
+FiberLoops::FiberLoops(size_t loops, size_t helpers)
+    : stacks_(std::make_unique<Stacks>()), helpers_(std::make_unique<Helpers>(helpers)) {
+  for (size_t i = 0; i < std::max<size_t>(1, loops); ++i) {
+    loops_.push_back(std::make_unique<Loop>(stacks_.get(), helpers_.get(), [this] { Ended(); }));
+  }
+}
+
+FiberLoops::~FiberLoops() { Stop(); }
+
+bool FiberLoops::Spawn(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    ++alive_;
+  }
+  auto f = std::make_unique<Fiber>();
+  try {
+    f->stack = stacks_->Take();
+  } catch (const std::bad_alloc&) {
+    Ended();
+    return false;
+  }
+  f->fn = std::move(fn);
+  loops_[next_.fetch_add(1) % loops_.size()]->Start(f.release());
+  return true;
+}
+
+void FiberLoops::Ended() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--alive_ == 0) ended_.notify_all();
+}
+
+void FiberLoops::Stop() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopping_ = true;
+    ended_.wait(lock, [&] { return alive_ == 0; });
+    stopped_ = true;
+  }
+  loops_.clear();
+  helpers_.reset();
+}
+
+size_t FiberLoops::fibers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return alive_;
+}
+
+int Poll(pollfd* fds, nfds_t n, int timeout_ms) {
+  if (t_fiber == nullptr || timeout_ms == 0) return poll(fds, n, timeout_ms);
+  return t_loop->Wait(t_fiber, fds, n, timeout_ms);
+}
+
+void SleepFor(std::chrono::milliseconds d) {
+  if (d.count() <= 0) return;
+  if (t_fiber == nullptr) {
+    std::this_thread::sleep_for(d);
+    return;
+  }
+  t_loop->Wait(t_fiber, nullptr, 0, static_cast<int>(d.count()));
+}
+
+void RunBlocking(const std::function<void()>& fn) {
+  if (t_fiber == nullptr) {
+    fn();
+    return;
+  }
+  t_loop->Blocking(t_fiber, fn);
+}
+
+bool OnFiber() { return t_fiber != nullptr; }
+
+}  // namespace airlock::proxyd

@@ -1,0 +1,105 @@
+// Connection handlers as fibers: a few loop threads, each running many
+// handlers, each handler a fiber (a stack of its own, Boost.Context) that
+// blocks only itself. A handler written as straight-line blocking code
+// (read the head, decide, write upstream, read the answer) runs as it is:
+// its waits go through Poll, which on a fiber parks the fiber and lets the
+// loop run the others until a descriptor is ready or the time is up
+// (epoll), and on a plain thread is poll(2). What blocks a thread inside a
+// library (getaddrinfo, a gRPC call) goes through RunBlocking, which runs
+// it on a helper thread while the fiber waits.
+//
+// Why: on a host where a thread switch is a trip through the hypervisor,
+// a thread per connection paid several switches per request (the mux
+// waking the handler, the handler sleeping on the upstream and waking
+// again); a loop that serves many connections sleeps less often, and each
+// of its wake-ups serves whatever is ready.
+//
+// Where it stops: a fiber stays on the loop it started on, and nothing
+// preempts it, so a fiber that computes for long (a key made for a host
+// seen the first time) holds up the other fibers of its loop meanwhile.
+// Descriptors a fiber waits on must be non-blocking: a read that blocks
+// blocks the whole loop.
+#ifndef AIRLOCK_PROXYD_FIBERS_H_
+#define AIRLOCK_PROXYD_FIBERS_H_
+
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace airlock::proxyd {
+
+// A fiber's stack: the handlers keep 64 KiB copy buffers on theirs, and
+// OpenSSL needs a few KiB more. Pages are committed as they are touched.
+inline constexpr size_t kFiberStackBytes = 256 * 1024;
+
+class FiberLoops {
+ public:
+  // `loops` threads run the fibers; `helpers` threads run RunBlocking's
+  // work.
+  explicit FiberLoops(size_t loops = DefaultLoops(), size_t helpers = 8);
+  // Stops (see Stop).
+  ~FiberLoops();
+  FiberLoops(const FiberLoops&) = delete;
+  FiberLoops& operator=(const FiberLoops&) = delete;
+
+  // Spawn runs `fn` as a fiber on one of the loops, in turn. False, with
+  // `fn` not run, once Stop has begun or when no stack can be had.
+  bool Spawn(std::function<void()> fn);
+  // Stop refuses new fibers, waits for every fiber to end, then ends the
+  // loops and the helpers. Idempotent.
+  void Stop();
+
+  // Fibers alive now.
+  size_t fibers() const;
+  // One loop per CPU, at least 1 and at most 4.
+  static size_t DefaultLoops();
+
+  class Loop;
+  struct Fiber;
+  class Helpers;
+  class Stacks;
+
+ private:
+  void Ended();
+
+  std::unique_ptr<Stacks> stacks_;
+  std::unique_ptr<Helpers> helpers_;
+  std::vector<std::unique_ptr<Loop>> loops_;
+  std::atomic<size_t> next_{0};
+
+  mutable std::mutex mu_;
+  std::condition_variable ended_;
+  size_t alive_ = 0;
+  bool stopping_ = false;
+  bool stopped_ = false;
+};
+
+// Poll is poll(2) for the caller: on a fiber it parks the fiber until one
+// of `fds` is ready or `timeout_ms` (-1: no limit) has passed, and returns
+// how many have revents (0 at the time limit). A descriptor may be
+// reported ready when it is not (the caller's read then finds nothing and
+// waits again), never the other way round.
+int Poll(pollfd* fds, nfds_t n, int timeout_ms);
+
+// SleepFor waits `d` without holding up a loop.
+void SleepFor(std::chrono::milliseconds d);
+
+// RunBlocking runs `fn`, which may block its thread for long: on a fiber,
+// on a helper thread while the fiber waits for it; on a plain thread,
+// right there.
+void RunBlocking(const std::function<void()>& fn);
+
+// OnFiber says whether the caller runs on a fiber.
+bool OnFiber();
+
+}  // namespace airlock::proxyd
+
+#endif  // AIRLOCK_PROXYD_FIBERS_H_

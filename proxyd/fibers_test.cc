@@ -1,0 +1,216 @@
+#include "proxyd/fibers.h"
+
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace airlock::proxyd {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+struct Pair {
+  int fd[2];
+  Pair() { EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fd), 0); }
+  ~Pair() {
+    close(fd[0]);
+    close(fd[1]);
+  }
+};
+
+// WaitUntil polls `done` for up to 10 s.
+template <typename F>
+bool WaitUntil(F done) {
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+TEST(FibersTest, EachFiberWakesForItsOwnDescriptor) {
+  FiberLoops loops(2, 1);
+  constexpr int kFibers = 200;
+  std::vector<std::unique_ptr<Pair>> pairs;
+  for (int i = 0; i < kFibers; ++i) pairs.push_back(std::make_unique<Pair>());
+  std::atomic<int> woke{0};
+  std::vector<char> got(kFibers, 0);
+  for (int i = 0; i < kFibers; ++i) {
+    ASSERT_TRUE(loops.Spawn([&, i] {
+      int fd = pairs[i]->fd[0];
+      char c = 0;
+      while (true) {
+        ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+        if (n == 1) break;
+        pollfd p = {fd, POLLIN, 0};
+        Poll(&p, 1, -1);
+      }
+      got[i] = c;
+      woke++;
+    }));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return loops.fibers() == kFibers; }));
+  // Every other one first: the rest stay parked.
+  for (int i = 0; i < kFibers; i += 2) ASSERT_EQ(write(pairs[i]->fd[1], "a", 1), 1);
+  ASSERT_TRUE(WaitUntil([&] { return woke.load() == kFibers / 2; }));
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(woke.load(), kFibers / 2);
+  for (int i = 1; i < kFibers; i += 2) ASSERT_EQ(write(pairs[i]->fd[1], "b", 1), 1);
+  loops.Stop();
+  EXPECT_EQ(woke.load(), kFibers);
+  for (int i = 0; i < kFibers; ++i) EXPECT_EQ(got[i], i % 2 == 0 ? 'a' : 'b') << i;
+}
+
+TEST(FibersTest, AWaitEndsAtItsTimeLimitWithoutHoldingUpTheLoop) {
+  FiberLoops loops(1, 1);
+  Pair silent;
+  std::atomic<int> result{-1};
+  std::atomic<int64_t> waited_ms{0};
+  std::atomic<int> ticks{0};
+  ASSERT_TRUE(loops.Spawn([&] {
+    pollfd p = {silent.fd[0], POLLIN, 0};
+    auto start = Clock::now();
+    result = Poll(&p, 1, 300);
+    waited_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+  }));
+  // Another fiber on the same (only) loop runs meanwhile.
+  ASSERT_TRUE(loops.Spawn([&] {
+    for (int i = 0; i < 10; ++i) {
+      SleepFor(milliseconds(5));
+      ticks++;
+    }
+  }));
+  ASSERT_TRUE(WaitUntil([&] { return ticks.load() == 10; }));
+  EXPECT_EQ(result.load(), -1);  // still waiting
+  loops.Stop();
+  EXPECT_EQ(result.load(), 0);
+  EXPECT_GE(waited_ms.load(), 300);
+}
+
+TEST(FibersTest, AWaitOnTwoDescriptorsReportsTheOneReady) {
+  FiberLoops loops(1, 1);
+  Pair a, b;
+  std::atomic<int> n{-1};
+  short revents[2] = {-1, -1};
+  ASSERT_TRUE(loops.Spawn([&] {
+    pollfd p[2] = {{a.fd[0], POLLIN, 0}, {b.fd[0], POLLIN, 0}};
+    n = Poll(p, 2, 10000);
+    revents[0] = p[0].revents;
+    revents[1] = p[1].revents;
+  }));
+  ASSERT_TRUE(WaitUntil([&] { return loops.fibers() == 1; }));
+  std::this_thread::sleep_for(milliseconds(20));
+  ASSERT_EQ(write(b.fd[1], "x", 1), 1);
+  loops.Stop();
+  EXPECT_EQ(n.load(), 1);
+  EXPECT_EQ(revents[0], 0);
+  EXPECT_EQ(revents[1], POLLIN);
+}
+
+TEST(FibersTest, AClosedPeerWakesAReaderAndAFullSocketAWriter) {
+  FiberLoops loops(1, 1);
+  Pair p;
+  std::atomic<bool> reader_saw_end{false};
+  std::atomic<size_t> written{0};
+  ASSERT_TRUE(loops.Spawn([&] {
+    // Fills the socket, then waits until the peer has read some.
+    std::vector<char> buf(65536, 'z');
+    size_t total = 0;
+    while (total < 4 * 1024 * 1024) {
+      size_t want = std::min(buf.size(), 4 * 1024 * 1024 - total);
+      ssize_t n = send(p.fd[0], buf.data(), want, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        total += n;
+        continue;
+      }
+      ASSERT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << strerror(errno);
+      pollfd w = {p.fd[0], POLLOUT, 0};
+      ASSERT_EQ(Poll(&w, 1, 10000), 1);
+    }
+    written = total;
+    shutdown(p.fd[0], SHUT_WR);
+  }));
+  std::thread drain([&] {
+    std::vector<char> buf(65536);
+    size_t total = 0;
+    while (true) {
+      pollfd r = {p.fd[1], POLLIN, 0};
+      poll(&r, 1, 10000);
+      ssize_t n = recv(p.fd[1], buf.data(), buf.size(), MSG_DONTWAIT);
+      if (n == 0) break;
+      if (n > 0) total += n;
+    }
+    reader_saw_end = total == 4 * 1024 * 1024;
+  });
+  drain.join();
+  loops.Stop();
+  EXPECT_EQ(written.load(), 4u * 1024 * 1024);
+  EXPECT_TRUE(reader_saw_end.load());
+}
+
+TEST(FibersTest, BlockingWorkRunsAsideWhileTheLoopGoesOn) {
+  FiberLoops loops(1, 1);
+  std::atomic<bool> blocking_done{false};
+  std::atomic<bool> other_ran_meanwhile{false};
+  std::thread::id helper_thread, fiber_thread;
+  ASSERT_TRUE(loops.Spawn([&] {
+    fiber_thread = std::this_thread::get_id();
+    RunBlocking([&] {
+      helper_thread = std::this_thread::get_id();
+      std::this_thread::sleep_for(milliseconds(300));
+    });
+    blocking_done = true;
+  }));
+  ASSERT_TRUE(loops.Spawn([&] {
+    SleepFor(milliseconds(20));
+    other_ran_meanwhile = !blocking_done.load();
+  }));
+  loops.Stop();
+  EXPECT_TRUE(blocking_done.load());
+  EXPECT_TRUE(other_ran_meanwhile.load());
+  EXPECT_NE(helper_thread, fiber_thread);
+}
+
+TEST(FibersTest, OffAFiberPollIsPollAndRunBlockingRunsInPlace) {
+  EXPECT_FALSE(OnFiber());
+  Pair p;
+  pollfd r = {p.fd[0], POLLIN, 0};
+  EXPECT_EQ(Poll(&r, 1, 10), 0);
+  ASSERT_EQ(write(p.fd[1], "x", 1), 1);
+  EXPECT_EQ(Poll(&r, 1, 1000), 1);
+  std::thread::id ran_on;
+  RunBlocking([&] { ran_on = std::this_thread::get_id(); });
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+TEST(FibersTest, StacksAreReusedAndDeepFramesFit) {
+  FiberLoops loops(2, 1);
+  std::atomic<int> done{0};
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(loops.Spawn([&] {
+      // As much as a handler keeps on its stack (two copy buffers).
+      volatile char big[2 * 65536];
+      big[0] = 1;
+      big[sizeof(big) - 1] = 2;
+      EXPECT_TRUE(OnFiber());
+      done++;
+    }));
+  }
+  loops.Stop();
+  EXPECT_EQ(done.load(), 2000);
+  EXPECT_FALSE(loops.Spawn([] {}));
+}
+
+}  // namespace
+}  // namespace airlock::proxyd
