@@ -73,9 +73,10 @@ struct EgressMux::Stream {
   }
 };
 
-EgressMux::EgressMux(Send send, uint32_t widen_to)
+EgressMux::EgressMux(Send send, uint32_t widen_to, EgressMuxRunner runner)
     : send_(std::move(send)),
-      widen_to_(std::clamp<uint64_t>(widen_to, kEgressWindow, kEgressMaxWindow)) {
+      widen_to_(std::clamp<uint64_t>(widen_to, kEgressWindow, kEgressMaxWindow)),
+      runner_(std::move(runner)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_event ev{};
@@ -86,7 +87,22 @@ EgressMux::EgressMux(Send send, uint32_t widen_to)
     stopping_ = true;
     return;
   }
-  loop_ = std::thread([this] { Loop(); });
+  if (!runner_.start) {
+    loop_ = std::thread([this] { Loop(); });
+    return;
+  }
+  running_ = true;
+  bool started = runner_.start([this] {
+    Loop();
+    std::lock_guard<std::mutex> lock(run_mu_);
+    running_ = false;
+    run_cv_.notify_all();
+  });
+  if (!started) {
+    std::lock_guard<std::mutex> lock(cmd_mu_);
+    stopping_ = true;
+    running_ = false;
+  }
 }
 
 EgressMux::~EgressMux() {
@@ -101,10 +117,16 @@ void EgressMux::Stop() {
       std::lock_guard<std::mutex> lock(cmd_mu_);
       stopping_ = true;
     }
-    if (!loop_.joinable()) return;
     uint64_t one = 1;
+    if (loop_.joinable()) {
+      (void)!write(wake_fd_, &one, sizeof(one));
+      loop_.join();
+      return;
+    }
+    std::unique_lock<std::mutex> lock(run_mu_);
+    if (!running_) return;
     (void)!write(wake_fd_, &one, sizeof(one));
-    loop_.join();
+    run_cv_.wait(lock, [&] { return !running_; });
   });
 }
 
@@ -204,8 +226,14 @@ void EgressMux::Loop() {
       std::lock_guard<std::mutex> lock(cmd_mu_);
       if (stopping_) break;
     }
-    int n = epoll_wait(epoll_fd_, events, 64,
-                       idle_limits_ ? static_cast<int>(idle_check_every_.count()) : -1);
+    int timeout = idle_limits_ ? static_cast<int>(idle_check_every_.count()) : -1;
+    if (runner_.wait) {
+      // The owner's loop waits on this epoll set (readable when an event
+      // is ready) and goes on with its other work meanwhile.
+      runner_.wait(epoll_fd_, timeout);
+      timeout = 0;
+    }
+    int n = epoll_wait(epoll_fd_, events, 64, timeout);
     if (n < 0 && errno != EINTR) n = 0;
     DrainCommands();
     if (idle_limits_) ResetIdle();

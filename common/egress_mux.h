@@ -15,7 +15,9 @@
 //   reset is reset on the other side too.
 // - One thread reads and writes every local socket (epoll, edge-triggered)
 //   and sends each turn's frames as one batch; nothing blocks on a single
-//   stream.
+//   stream. proxyd runs that loop as a fiber beside the connections'
+//   handlers instead (EgressMuxRunner), so bytes between the two do not
+//   cross threads.
 // - Handing over (Replace): proxyd's handler, once all that is left of a
 //   connection is copying bytes to an upstream socket, gives that socket
 //   to the mux in place of the pair, so a tunnel's bytes cross one thread
@@ -61,6 +63,17 @@ inline constexpr size_t kEgressMaxBatch = 1024 * 1024;
 // the mux cannot send (the peer does not read) cannot grow it further.
 inline constexpr size_t kEgressMaxQueued = 96 * 1024 * 1024;
 
+// EgressMuxRunner says how a mux runs its loop when its owner has an event
+// loop of its own (proxyd's fibers): `start` runs the function it is given
+// to its end somewhere (false when it cannot, and the mux then carries
+// nothing), and `wait` waits until descriptor `fd` is readable or
+// `timeout_ms` (-1: no limit) has passed, without holding up that event
+// loop. Both empty: a thread of the mux's own, blocking in epoll_wait.
+struct EgressMuxRunner {
+  std::function<bool(std::function<void()>)> start;
+  std::function<void(int fd, int timeout_ms)> wait;
+};
+
 class EgressMux {
  public:
   // Send hands a batch to the transport, false when the transport broke.
@@ -70,7 +83,7 @@ class EgressMux {
   // `widen_to`: the widest window the peer accepts credit for (its
   // EgressStart.max_window, at most kEgressMaxWindow); kEgressWindow (a
   // peer that predates widening) leaves every window as it is.
-  explicit EgressMux(Send send, uint32_t widen_to = kEgressWindow);
+  explicit EgressMux(Send send, uint32_t widen_to = kEgressWindow, EgressMuxRunner runner = {});
   // Stops (see Stop).
   ~EgressMux();
   EgressMux(const EgressMux&) = delete;
@@ -191,7 +204,12 @@ class EgressMux {
   size_t count_ = 0;
 
   std::once_flag stopped_;
+  EgressMuxRunner runner_;
   std::thread loop_;
+  // With a runner: whether its loop runs (or has not yet ended).
+  std::mutex run_mu_;
+  std::condition_variable run_cv_;
+  bool running_ = false;
 };
 
 }  // namespace airlock

@@ -110,7 +110,9 @@ class Recorder {
 // takes from host_apps.
 class Link {
  public:
-  Link() {
+  // `host_runner`: how the host mux runs its loop (its own thread when
+  // empty).
+  explicit Link(EgressMuxRunner host_runner = {}) {
     guest = std::make_unique<EgressMux>([this](const EgressFrames& b) {
       if (cut) return false;
       for (const EgressFrame& f : b.frames()) {
@@ -126,7 +128,7 @@ class Link {
         guest->Deliver(f);
       }
       return true;
-    });
+    }, kEgressWindow, std::move(host_runner));
   }
   ~Link() {
     guest->Stop();
@@ -188,6 +190,64 @@ class Link {
   std::condition_variable cv;
   std::map<uint64_t, int> host_apps;
 };
+
+// OwnersLoop stands for an owner's event loop (proxyd's fibers): it runs
+// the mux's loop on a thread of its own and counts the waits it is given.
+struct OwnersLoop {
+  std::thread thread;
+  std::atomic<int> waits{0};
+  bool refuse = false;
+  EgressMuxRunner Runner() {
+    EgressMuxRunner r;
+    r.start = [this](std::function<void()> fn) {
+      if (refuse) return false;
+      thread = std::thread(std::move(fn));
+      return true;
+    };
+    r.wait = [this](int fd, int timeout_ms) {
+      waits++;
+      pollfd p = {fd, POLLIN, 0};
+      poll(&p, 1, timeout_ms);
+    };
+    return r;
+  }
+  ~OwnersLoop() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+TEST(EgressMuxTest, AMuxRunByItsOwnersLoopCarriesAndStops) {
+  OwnersLoop owner;
+  {
+    Link link(owner.Runner());
+    int guest = link.Connect(1);
+    int host = link.HostApp(1);
+    ASSERT_GE(host, 0);
+    ASSERT_TRUE(WriteAll(guest, "ping"));
+    shutdown(guest, SHUT_WR);
+    EXPECT_EQ(ReadAll(host), "ping");
+    ASSERT_TRUE(WriteAll(host, "pong"));
+    shutdown(host, SHUT_WR);
+    EXPECT_EQ(ReadAll(guest), "pong");
+    close(guest);
+    close(host);
+    EXPECT_GT(owner.waits.load(), 0);
+  }  // Stop returns once the owner's loop has run the mux's to its end
+  ASSERT_TRUE(owner.thread.joinable());
+  owner.thread.join();
+}
+
+TEST(EgressMuxTest, AMuxWhoseOwnerCannotRunItCarriesNothing) {
+  OwnersLoop owner;
+  owner.refuse = true;
+  EgressMux mux([](const EgressFrames&) { return true; }, kEgressWindow, owner.Runner());
+  auto [app, carried] = UnixPair();
+  EXPECT_FALSE(mux.Open(1, carried));
+  char c;
+  EXPECT_LE(read(app, &c, 1), 0);  // reset and closed
+  close(app);
+  mux.Stop();
+}
 
 TEST(EgressMuxTest, BytesBothWaysAndHalfClose) {
   Link link;

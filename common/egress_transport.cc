@@ -153,7 +153,7 @@ bool EgressTransport::Wait(short events, std::chrono::steady_clock::time_point d
       timeout = static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30));
     }
     pollfd p[2] = {{fd_, events, 0}, {wake_, POLLIN, 0}};
-    int r = poll(p, 2, timeout);
+    int r = poll_(p, 2, timeout);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       Fail(absl::StrCat("poll: ", strerror(errno)));

@@ -19,6 +19,8 @@
 #ifndef AIRLOCK_COMMON_EGRESS_TRANSPORT_H_
 #define AIRLOCK_COMMON_EGRESS_TRANSPORT_H_
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -65,6 +67,11 @@ class EgressTransport {
   void Shutdown();
   // Why the transport ended ("" while it has not).
   std::string error() const;
+  // UsePoll makes every wait of this transport go through `poll_fn` (same
+  // contract as poll(2)) instead of poll(2): an owner with an event loop of
+  // its own (proxyd's fibers) gives one that does not hold that loop up.
+  // Before the first Read or Write.
+  void UsePoll(int (*poll_fn)(pollfd*, nfds_t, int)) { poll_ = poll_fn; }
 
  private:
   // Wait polls the fd for `events` and the wake-up; false when shut down,
@@ -77,6 +84,7 @@ class EgressTransport {
 
   int fd_;
   int wake_;  // eventfd: Shutdown's wake-up
+  int (*poll_)(pollfd*, nfds_t, int) = ::poll;
   bool socket_ = false;  // send with MSG_NOSIGNAL; else write (a virtio port)
   std::unique_ptr<char[]> in_;
   size_t in_cap_ = 0, in_start_ = 0, in_end_ = 0;

@@ -63,11 +63,14 @@ struct GuestConnection {
 int64_t NowMs();
 
 struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachment::State> {
-  explicit State(ProxyContext* px) : px(px), handlers(px->loops) {}
+  explicit State(ProxyContext* px)
+      : px(px), loop(px->loops->PickLoop()), handlers(px->loops, loop) {}
 
   std::string sandbox;
   std::string channel_path;
   ProxyContext* px;
+  // The fiber loop the sandbox's mux and its connections' handlers share.
+  size_t loop;
   SyntheticNames names;
 
   mutable std::mutex mu;
@@ -84,7 +87,7 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   // Streams (of which tunnel's mux, which id) with a handler or carried
   // by the mux now (mu).
   std::set<std::pair<const EgressMux*, uint64_t>> live_ids;
-  Handlers handlers;  // each connection's, a fiber on px->loops
+  Handlers handlers;  // each connection's, a fiber on `loop`
   SocketSet sockets;
   // After `sockets`: a kept connection is tracked there until it closes.
   UpstreamPool pool;

@@ -30,7 +30,7 @@ bool Handlers::Spawn(std::function<void()> fn) {
     // Counted from here: a JoinAll that starts now waits for it too.
     running_++;
   }
-  bool spawned = loops_->Spawn([this, fn = std::move(fn)] {
+  bool spawned = loops_->SpawnOn(loop_, [this, fn = std::move(fn)] {
     fn();
     std::lock_guard<std::mutex> lock(mu_);
     if (--running_ == 0) drained_.notify_all();

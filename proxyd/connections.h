@@ -50,7 +50,9 @@ class ConnectionCaps {
 // wait for every one. Nothing is detached.
 class Handlers {
  public:
-  explicit Handlers(std::shared_ptr<FiberLoops> loops) : loops_(std::move(loops)) {}
+  // On loop `loop` of `loops` (FiberLoops::PickLoop).
+  Handlers(std::shared_ptr<FiberLoops> loops, size_t loop)
+      : loops_(std::move(loops)), loop_(loop) {}
   ~Handlers() { JoinAll(); }
   Handlers(const Handlers&) = delete;
   Handlers& operator=(const Handlers&) = delete;
@@ -66,6 +68,7 @@ class Handlers {
 
  private:
   std::shared_ptr<FiberLoops> loops_;
+  const size_t loop_;
   mutable std::mutex mu_;
   std::condition_variable drained_;
   size_t running_ = 0;

@@ -56,7 +56,7 @@ TEST(ConnectionCapsTest, ARefusalTakesNothing) {
 TEST(HandlersTest, EveryHandlerIsWaitedFor) {
   auto loops = std::make_shared<FiberLoops>(2, 2);
   std::atomic<int> ran{0};
-  Handlers handlers(loops);
+  Handlers handlers(loops, loops->PickLoop());
   for (int i = 0; i < 50; ++i) {
     ASSERT_TRUE(handlers.Spawn([&ran, i] {
       SleepFor(std::chrono::milliseconds(i % 5));
@@ -71,7 +71,7 @@ TEST(HandlersTest, EveryHandlerIsWaitedFor) {
 
 TEST(HandlersTest, JoinAllWaitsForHandlersStillRunning) {
   auto loops = std::make_shared<FiberLoops>(1, 1);
-  Handlers handlers(loops);
+  Handlers handlers(loops, loops->PickLoop());
   std::atomic<bool> finished{false};
   ASSERT_TRUE(handlers.Spawn([&] {
     SleepFor(std::chrono::milliseconds(200));
@@ -83,7 +83,7 @@ TEST(HandlersTest, JoinAllWaitsForHandlersStillRunning) {
 
 TEST(HandlersTest, TwoAttachmentsShareTheLoopsAndWaitOnlyForTheirOwn) {
   auto loops = std::make_shared<FiberLoops>(1, 1);
-  Handlers a(loops), b(loops);
+  Handlers a(loops, 0), b(loops, 0);
   int sp[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp), 0);
   std::atomic<bool> b_done{false};

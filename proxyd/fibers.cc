@@ -362,15 +362,21 @@ size_t FiberLoops::DefaultLoops() {
 }
 
 FiberLoops::FiberLoops(size_t loops, size_t helpers)
-    : stacks_(std::make_unique<Stacks>()), helpers_(std::make_unique<Helpers>(helpers)) {
-  for (size_t i = 0; i < std::max<size_t>(1, loops); ++i) {
+    : loop_count_(std::max<size_t>(1, loops)),
+      stacks_(std::make_unique<Stacks>()),
+      helpers_(std::make_unique<Helpers>(helpers)) {
+  for (size_t i = 0; i < loop_count_; ++i) {
     loops_.push_back(std::make_unique<Loop>(stacks_.get(), helpers_.get(), [this] { Ended(); }));
   }
 }
 
 FiberLoops::~FiberLoops() { Stop(); }
 
-bool FiberLoops::Spawn(std::function<void()> fn) {
+bool FiberLoops::Spawn(std::function<void()> fn) { return SpawnOn(PickLoop(), std::move(fn)); }
+
+size_t FiberLoops::PickLoop() { return next_.fetch_add(1) % loop_count_; }
+
+bool FiberLoops::SpawnOn(size_t loop, std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
@@ -384,7 +390,7 @@ bool FiberLoops::Spawn(std::function<void()> fn) {
     return false;
   }
   f->fn = std::move(fn);
-  loops_[next_.fetch_add(1) % loops_.size()]->Start(f.release());
+  loops_[loop % loop_count_]->Start(f.release());
   return true;
 }
 

@@ -53,6 +53,11 @@ class FiberLoops {
   // Spawn runs `fn` as a fiber on one of the loops, in turn. False, with
   // `fn` not run, once Stop has begun or when no stack can be had.
   bool Spawn(std::function<void()> fn);
+  // PickLoop names a loop, in turn; SpawnOn runs `fn` on that one (as
+  // Spawn): fibers that hand each other bytes (one sandbox's mux and its
+  // connections' handlers) then share a thread.
+  size_t PickLoop();
+  bool SpawnOn(size_t loop, std::function<void()> fn);
   // Stop refuses new fibers, waits for every fiber to end, then ends the
   // loops and the helpers. Idempotent.
   void Stop();
@@ -70,6 +75,7 @@ class FiberLoops {
  private:
   void Ended();
 
+  const size_t loop_count_;
   std::unique_ptr<Stacks> stacks_;
   std::unique_ptr<Helpers> helpers_;
   std::vector<std::unique_ptr<Loop>> loops_;

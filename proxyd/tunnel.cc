@@ -1,5 +1,6 @@
 #include "proxyd/attachment_state.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include "common/agent_link.h"
 #include "common/egress_transport.h"
 #include "common/log.h"
+#include "proxyd/fibers.h"
 #include "proxyd/wire.h"
 
 namespace airlock::proxyd {
@@ -34,6 +36,9 @@ void Attachment::State::RunTunnel() {
       continue;
     }
     auto tunnel = std::make_shared<EgressTransport>(*fd);
+    // The mux's sends wait on a fiber (reads here, on this thread, the
+    // same function is poll(2)).
+    tunnel->UsePoll(&Poll);
     {
       std::lock_guard<std::mutex> lock(mu);
       if (stopping) return;
@@ -55,11 +60,21 @@ void Attachment::State::RunTunnel() {
         ready = true;
         cv.notify_all();
       }
-      // Sends run on the mux's thread, reads here: one of each at a time.
+      // Sends run on the mux's loop, reads here: one of each at a time.
       // Windows widen only as far as the agent's answer says it accepts.
+      // The mux's loop is a fiber on the loop of this sandbox's handlers:
+      // the bytes between them do not cross threads.
+      EgressMuxRunner runner;
+      runner.start = [loops = px->loops, at = loop](std::function<void()> fn) {
+        return loops->SpawnOn(at, std::move(fn));
+      };
+      runner.wait = [](int fd, int timeout_ms) {
+        pollfd p = {fd, POLLIN, 0};
+        Poll(&p, 1, timeout_ms);
+      };
       auto mux = std::make_shared<EgressMux>(
           [tunnel](const agentpb::EgressFrames& batch) { return tunnel->Write(batch); },
-          in.start().max_window());
+          in.start().max_window(), std::move(runner));
       bool flooding = false;
       while (!flooding && tunnel->Read(&in)) {
         for (agentpb::EgressFrame& f : *in.mutable_frames()) {
