@@ -30,8 +30,11 @@ bool Handlers::Spawn(std::function<void()> fn) {
     // Counted from here: a JoinAll that starts now waits for it too.
     running_++;
   }
-  bool spawned = loops_->SpawnOn(loop_, [this, fn = std::move(fn)] {
+  bool spawned = loops_->SpawnOn(loop_, [this, fn = std::move(fn)]() mutable {
     fn();
+    // What the handler held goes before it counts as ended: JoinAll's
+    // caller may then destroy what that refers to.
+    fn = nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     if (--running_ == 0) drained_.notify_all();
   });

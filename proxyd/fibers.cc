@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <new>
+#include <system_error>
 #include <unordered_map>
 
 namespace airlock::proxyd {
@@ -80,11 +81,15 @@ struct FiberLoops::Fiber {
   std::multimap<Clock::time_point, Fiber*>::iterator timer;
 };
 
-// Helpers runs RunBlocking's work on threads of their own.
+// Helpers runs RunBlocking's work on threads of their own: as many as
+// there are jobs waiting, up to kMaxHelpers (a job may block for seconds,
+// a name lookup that times out), kept once started.
 class FiberLoops::Helpers {
  public:
+  static constexpr size_t kMaxHelpers = 64;
   explicit Helpers(size_t n) {
-    for (size_t i = 0; i < n; ++i) threads_.emplace_back([this] { Work(); });
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < n; ++i) AddLocked();
   }
   ~Helpers() {
     {
@@ -98,28 +103,38 @@ class FiberLoops::Helpers {
     {
       std::lock_guard<std::mutex> lock(mu_);
       jobs_.push_back(std::move(job));
+      if (idle_ < jobs_.size() && threads_.size() < kMaxHelpers) AddLocked();
     }
     cv_.notify_one();
   }
 
  private:
+  void AddLocked() {
+    try {
+      threads_.emplace_back([this] { Work(); });
+    } catch (const std::system_error&) {
+      // No thread now: the job waits for a running helper.
+    }
+  }
   void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
+      ++idle_;
+      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      --idle_;
+      if (jobs_.empty()) return;
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
       job();
+      lock.lock();
     }
   }
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
+  size_t idle_ = 0;
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
@@ -147,8 +162,8 @@ class FiberLoops::Loop {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
+      Nudge();
     }
-    Nudge();
     thread_.join();
     close(wake_fd_);
     close(epoll_fd_);
@@ -156,18 +171,16 @@ class FiberLoops::Loop {
 
   // From any thread: a new fiber, or a parked one whose RunBlocking work
   // is done.
+  // The wake-up is written under the lock: once ~Loop holds it, no caller
+  // is still using the loop.
   void Start(Fiber* f) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      started_.push_back(f);
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    started_.push_back(f);
     Nudge();
   }
   void Wake(Fiber* f) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      woken_.push_back(f);
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    woken_.push_back(f);
     Nudge();
   }
 
@@ -189,7 +202,8 @@ class FiberLoops::Loop {
   void Forget(Fiber* f);
   // Ready ends `f`'s wait and queues it to run.
   void Ready(Fiber* f);
-  bool Arm(int fd, short events);
+  // Arm watches `fd` for `events` until it fires once: 0, or the errno.
+  int Arm(int fd, short events);
   void Resume(Fiber* f);
 
   Stacks* stacks_;
@@ -211,28 +225,37 @@ class FiberLoops::Loop {
   size_t alive_ = 0;
 };
 
-bool FiberLoops::Loop::Arm(int fd, short events) {
+int FiberLoops::Loop::Arm(int fd, short events) {
   epoll_event ev{};
   ev.events = EPOLLONESHOT | ((events & POLLIN) ? EPOLLIN : 0) | ((events & POLLOUT) ? EPOLLOUT : 0);
   ev.data.fd = fd;
   // One registration per descriptor, re-armed for each wait: a closed
   // descriptor leaves the set by itself, and its number, reused, is
   // registered afresh.
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev) == 0) return true;
-  return errno == ENOENT && epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev) == 0) return 0;
+  if (errno == ENOENT && epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0) return 0;
+  return errno;
 }
 
 int FiberLoops::Loop::Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms) {
   int bad = 0;
+  bool unwatched = false;
   for (nfds_t i = 0; i < n; ++i) {
     fds[i].revents = 0;
     if (fds[i].fd < 0 || fds[i].events == 0) continue;
-    if (!Arm(fds[i].fd, fds[i].events)) {
-      fds[i].revents = POLLNVAL;
+    int err = Arm(fds[i].fd, fds[i].events);
+    if (err == EBADF) {
+      fds[i].revents = POLLNVAL;  // as poll(2) says of a closed descriptor
       ++bad;
-      continue;
+    } else if (err != 0) {
+      // The set is full (max_user_watches, memory): the descriptor is
+      // said ready after a short sleep, and its caller, finding nothing,
+      // asks again; slower, but no fiber spins or waits forever.
+      fds[i].revents = fds[i].events;
+      unwatched = true;
+    } else {
+      waiters_[fds[i].fd] = f;
     }
-    waiters_[fds[i].fd] = f;
   }
   f->fds = fds;
   f->nfds = n;
@@ -241,6 +264,7 @@ int FiberLoops::Loop::Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms) {
     Forget(f);  // it goes on at once
     return bad;
   }
+  if (unwatched && (timeout_ms < 0 || timeout_ms > 10)) timeout_ms = 10;
   f->timed = timeout_ms >= 0;
   if (f->timed) {
     f->timer = timers_.emplace(Clock::now() + std::chrono::milliseconds(timeout_ms), f);
@@ -400,6 +424,7 @@ void FiberLoops::Ended() {
 }
 
 void FiberLoops::Stop() {
+  std::lock_guard<std::mutex> once(stop_mu_);
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (stopped_) return;
@@ -407,8 +432,10 @@ void FiberLoops::Stop() {
     ended_.wait(lock, [&] { return alive_ == 0; });
     stopped_ = true;
   }
-  loops_.clear();
+  // The helpers first: one that woke the last fiber may still be on its
+  // way out of Loop::Wake.
   helpers_.reset();
+  loops_.clear();
 }
 
 size_t FiberLoops::fibers() const {

@@ -42,8 +42,8 @@ inline constexpr size_t kFiberStackBytes = 256 * 1024;
 
 class FiberLoops {
  public:
-  // `loops` threads run the fibers; `helpers` threads run RunBlocking's
-  // work.
+  // `loops` threads run the fibers; `helpers` threads (more as work
+  // waits, up to 64) run RunBlocking's work.
   explicit FiberLoops(size_t loops = DefaultLoops(), size_t helpers = 8);
   // Stops (see Stop).
   ~FiberLoops();
@@ -81,6 +81,7 @@ class FiberLoops {
   std::vector<std::unique_ptr<Loop>> loops_;
   std::atomic<size_t> next_{0};
 
+  std::mutex stop_mu_;  // one Stop at a time
   mutable std::mutex mu_;
   std::condition_variable ended_;
   size_t alive_ = 0;
@@ -92,7 +93,8 @@ class FiberLoops {
 // of `fds` is ready or `timeout_ms` (-1: no limit) has passed, and returns
 // how many have revents (0 at the time limit). A descriptor may be
 // reported ready when it is not (the caller's read then finds nothing and
-// waits again), never the other way round.
+// waits again), never the other way round. Unlike poll(2), a descriptor is
+// waited on by one fiber of a loop at a time, and listed once in `fds`.
 int Poll(pollfd* fds, nfds_t n, int timeout_ms);
 
 // SleepFor waits `d` without holding up a loop.

@@ -45,14 +45,18 @@ TEST(FibersTest, EachFiberWakesForItsOwnDescriptor) {
   std::vector<std::unique_ptr<Pair>> pairs;
   for (int i = 0; i < kFibers; ++i) pairs.push_back(std::make_unique<Pair>());
   std::atomic<int> woke{0};
+  std::atomic<int> waiting{0};
   std::vector<char> got(kFibers, 0);
   for (int i = 0; i < kFibers; ++i) {
     ASSERT_TRUE(loops.Spawn([&, i] {
       int fd = pairs[i]->fd[0];
       char c = 0;
+      bool counted = false;
       while (true) {
         ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
         if (n == 1) break;
+        if (!counted) waiting++;
+        counted = true;
         pollfd p = {fd, POLLIN, 0};
         Poll(&p, 1, -1);
       }
@@ -60,7 +64,8 @@ TEST(FibersTest, EachFiberWakesForItsOwnDescriptor) {
       woke++;
     }));
   }
-  ASSERT_TRUE(WaitUntil([&] { return loops.fibers() == kFibers; }));
+  // All of them found nothing and wait.
+  ASSERT_TRUE(WaitUntil([&] { return waiting.load() == kFibers; }));
   // Every other one first: the rest stay parked.
   for (int i = 0; i < kFibers; i += 2) ASSERT_EQ(write(pairs[i]->fd[1], "a", 1), 1);
   ASSERT_TRUE(WaitUntil([&] { return woke.load() == kFibers / 2; }));
@@ -118,45 +123,54 @@ TEST(FibersTest, AWaitOnTwoDescriptorsReportsTheOneReady) {
   EXPECT_EQ(revents[1], POLLIN);
 }
 
-TEST(FibersTest, AClosedPeerWakesAReaderAndAFullSocketAWriter) {
+TEST(FibersTest, AFullSocketParksItsWriterAndAnEndWakesItsReader) {
+  // Both ends on fibers of one loop: the writer fills the socket and must
+  // park for the reader to run; the reader parks until data or the end.
   FiberLoops loops(1, 1);
   Pair p;
+  constexpr size_t kTotal = 4 * 1024 * 1024;
+  std::atomic<size_t> written{0}, read_bytes{0};
   std::atomic<bool> reader_saw_end{false};
-  std::atomic<size_t> written{0};
+  std::atomic<int> writer_parks{0};
   ASSERT_TRUE(loops.Spawn([&] {
-    // Fills the socket, then waits until the peer has read some.
     std::vector<char> buf(65536, 'z');
     size_t total = 0;
-    while (total < 4 * 1024 * 1024) {
-      size_t want = std::min(buf.size(), 4 * 1024 * 1024 - total);
+    while (total < kTotal) {
+      size_t want = std::min(buf.size(), kTotal - total);
       ssize_t n = send(p.fd[0], buf.data(), want, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n > 0) {
         total += n;
         continue;
       }
       ASSERT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << strerror(errno);
+      writer_parks++;
       pollfd w = {p.fd[0], POLLOUT, 0};
       ASSERT_EQ(Poll(&w, 1, 10000), 1);
     }
     written = total;
     shutdown(p.fd[0], SHUT_WR);
   }));
-  std::thread drain([&] {
+  ASSERT_TRUE(loops.Spawn([&] {
     std::vector<char> buf(65536);
     size_t total = 0;
     while (true) {
-      pollfd r = {p.fd[1], POLLIN, 0};
-      poll(&r, 1, 10000);
       ssize_t n = recv(p.fd[1], buf.data(), buf.size(), MSG_DONTWAIT);
       if (n == 0) break;
-      if (n > 0) total += n;
+      if (n > 0) {
+        total += n;
+        continue;
+      }
+      pollfd r = {p.fd[1], POLLIN, 0};
+      ASSERT_EQ(Poll(&r, 1, 10000), 1);
     }
-    reader_saw_end = total == 4 * 1024 * 1024;
-  });
-  drain.join();
+    read_bytes = total;
+    reader_saw_end = true;
+  }));
   loops.Stop();
-  EXPECT_EQ(written.load(), 4u * 1024 * 1024);
+  EXPECT_EQ(written.load(), kTotal);
+  EXPECT_EQ(read_bytes.load(), kTotal);
   EXPECT_TRUE(reader_saw_end.load());
+  EXPECT_GT(writer_parks.load(), 0);  // 4 MiB does not fit in the socket
 }
 
 TEST(FibersTest, BlockingWorkRunsAsideWhileTheLoopGoesOn) {

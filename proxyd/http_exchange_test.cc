@@ -165,7 +165,7 @@ std::string Exchange(FakePeers& peers, const std::string& requests,
   shutdown(pair[1], SHUT_WR);
   // The exchange runs on a fiber, as proxyd's handlers do.
   FiberLoops loops(1, 1);
-  loops.Spawn([&peers, fd = pair[0], conn_host, conn_port] {
+  bool spawned = loops.Spawn([&peers, fd = pair[0], conn_host, conn_port] {
     Stream client(fd);
     client.set_timeout(std::chrono::seconds(10));
     auto head = ReadHead(client, kMaxHead);
@@ -173,6 +173,8 @@ std::string Exchange(FakePeers& peers, const std::string& requests,
     ServeRequests(peers, client, *head, conn_host, conn_port,
                   conn_host.empty() ? pb::FORWARD : pb::TRANSPARENT);
   });
+  EXPECT_TRUE(spawned);
+  if (!spawned) close(pair[0]);
   std::string got;
   char buf[4096];
   for (ssize_t n; (n = read(pair[1], buf, sizeof(buf))) > 0;) got.append(buf, n);

@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+
 #include "proxyd/fibers.h"
 #include "proxyd/http.h"
 
@@ -45,6 +47,11 @@ ssize_t Stream::Read(char* buf, size_t n) {
   }
   while (true) {
     if (ssl_ != nullptr) {
+      // OpenSSL's error queue and errno belong to the thread, which other
+      // fibers used while this one waited: what they left must not be
+      // taken for this call's failure.
+      ERR_clear_error();
+      errno = 0;
       int r = SSL_read(ssl_.get(), buf, static_cast<int>(std::min<size_t>(n, 1 << 30)));
       if (r > 0) return r;
       int err = SSL_get_error(ssl_.get(), r);
@@ -67,6 +74,7 @@ bool Stream::WriteAll(absl::string_view data) {
   while (!data.empty()) {
     if (ssl_ != nullptr) {
       // After a WANT_ the same bytes are offered again, as OpenSSL asks.
+      ERR_clear_error();  // as in Read
       int r = SSL_write(ssl_.get(), data.data(),
                         static_cast<int>(std::min<size_t>(data.size(), 1 << 20)));
       if (r > 0) {
@@ -96,7 +104,17 @@ bool Stream::WriteAll(absl::string_view data) {
 void Stream::ShutdownWrite() {
   if (write_shut_) return;
   write_shut_ = true;
-  if (ssl_ != nullptr) SSL_shutdown(ssl_.get());
+  if (ssl_ != nullptr) {
+    // close_notify whole before the FIN; a socket that stays full for a
+    // second gets the FIN anyway.
+    for (int tries = 0; tries < 10; ++tries) {
+      ERR_clear_error();
+      int r = SSL_shutdown(ssl_.get());
+      if (r >= 0 || SSL_get_error(ssl_.get(), r) != SSL_ERROR_WANT_WRITE) break;
+      pollfd p = {fd_, POLLOUT, 0};
+      if (Poll(&p, 1, 100) <= 0) break;
+    }
+  }
   shutdown(fd_, SHUT_WR);
 }
 

@@ -472,6 +472,9 @@ std::string HandshakeFailure(SSL* ssl, int rc, int saved_errno) {
 // connection. Returns the last call's result, errno as it left it.
 int Handshake(SSL* ssl, bool accept) {
   while (true) {
+    // The thread's error queue and errno may hold what other fibers left
+    // while this one waited.
+    ERR_clear_error();
     errno = 0;
     int rc = accept ? SSL_accept(ssl) : SSL_connect(ssl);
     if (rc == 1) return rc;

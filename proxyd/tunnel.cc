@@ -65,7 +65,8 @@ void Attachment::State::RunTunnel() {
       // The mux's loop is a fiber on the loop of this sandbox's handlers:
       // the bytes between them do not cross threads.
       EgressMuxRunner runner;
-      runner.start = [loops = px->loops, at = loop](std::function<void()> fn) {
+      // px outlives every attachment, and so every mux.
+      runner.start = [loops = px->loops.get(), at = loop](std::function<void()> fn) {
         return loops->SpawnOn(at, std::move(fn));
       };
       runner.wait = [](int fd, int timeout_ms) {

@@ -1,0 +1,132 @@
+// A sandbox's egress mux and transport as proxyd runs them: the mux's loop
+// a fiber (EgressMuxRunner), the transport's waits through Poll, on the
+// loop of the connections' handlers.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/egress_mux.h"
+#include "common/egress_transport.h"
+#include "gtest/gtest.h"
+#include "proxyd/fibers.h"
+
+namespace airlock::proxyd {
+namespace {
+
+using agent::v1::EgressFrames;
+using Clock = std::chrono::steady_clock;
+
+EgressMuxRunner RunnerOn(FiberLoops* loops) {
+  EgressMuxRunner r;
+  r.start = [loops](std::function<void()> fn) { return loops->SpawnOn(0, std::move(fn)); };
+  r.wait = [](int fd, int timeout_ms) {
+    pollfd p = {fd, POLLIN, 0};
+    Poll(&p, 1, timeout_ms);
+  };
+  return r;
+}
+
+TEST(MuxOnFibersTest, AStreamsBytesReachTheTunnelAndAHandlerOnTheSameLoopGoesOn) {
+  FiberLoops loops(1, 1);
+  int tunnel[2], local[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tunnel), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, local), 0);
+  auto transport = std::make_shared<EgressTransport>(tunnel[0]);
+  transport->UsePoll(&Poll);
+  {
+    EgressMux mux([transport](const EgressFrames& b) { return transport->Write(b); },
+                  kEgressWindow, RunnerOn(&loops));
+    ASSERT_TRUE(mux.Open(7, local[1]));
+    // A handler fiber on the same loop writes; the mux carries it out.
+    std::atomic<bool> wrote{false};
+    ASSERT_TRUE(loops.SpawnOn(0, [&] {
+      const std::string msg = "GET / HTTP/1.1\r\n\r\n";
+      ASSERT_EQ(send(local[0], msg.data(), msg.size(), MSG_NOSIGNAL), static_cast<ssize_t>(msg.size()));
+      wrote = true;
+    }));
+    EgressTransport peer(tunnel[1]);
+    EgressFrames got;
+    std::string data;
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (data.size() < 18 && peer.Read(&got, deadline)) {
+      for (const auto& f : got.frames()) {
+        if (f.id() == 7) data += f.data();
+      }
+    }
+    EXPECT_TRUE(wrote.load());
+    EXPECT_EQ(data, "GET / HTTP/1.1\r\n\r\n");
+    transport->Shutdown();
+    mux.Stop();
+  }
+  loops.Stop();
+  close(local[0]);
+}
+
+// CountingPoll is Poll, counting the waits for room to write.
+std::atomic<int> g_write_waits{0};
+int CountingPoll(pollfd* fds, nfds_t n, int timeout_ms) {
+  if (n > 0 && (fds[0].events & POLLOUT)) g_write_waits++;
+  return Poll(fds, n, timeout_ms);
+}
+
+TEST(MuxOnFibersTest, StopEndsAMuxParkedInASendThePeerDoesNotRead) {
+  FiberLoops loops(1, 1);
+  int tunnel[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tunnel), 0);
+  int small = 4096;
+  setsockopt(tunnel[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  auto transport = std::make_shared<EgressTransport>(tunnel[0]);
+  transport->UsePoll(&CountingPoll);
+  std::vector<int> apps;
+  std::atomic<int> sends{0};
+  auto start = Clock::now();
+  {
+    EgressMux mux(
+        [transport, &sends](const EgressFrames& b) {
+          sends++;
+          return transport->Write(b);
+        },
+        kEgressWindow, RunnerOn(&loops));
+    // Three streams' bytes, far more than the tunnel holds while nobody
+    // reads its other end.
+    for (uint64_t id = 1; id <= 3; ++id) {
+      int sp[2];
+      ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sp), 0);
+      ASSERT_TRUE(mux.Open(id, sp[1]));
+      // What fits in the socket now (the mux stops reading once its send
+      // waits).
+      std::string chunk(128 * 1024, 'x');
+      EXPECT_GT(send(sp[0], chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT), 0);
+      apps.push_back(sp[0]);
+    }
+    // The mux's send waits for the tunnel (its fiber parked); another
+    // fiber on the loop still runs.
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (g_write_waits.load() == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_GT(g_write_waits.load(), 0);
+    std::atomic<bool> other_ran{false};
+    ASSERT_TRUE(loops.SpawnOn(0, [&] { other_ran = true; }));
+    while (!other_ran && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_TRUE(other_ran.load());
+    EXPECT_GT(sends.load(), 0);
+    transport->Shutdown();
+    mux.Stop();
+  }
+  loops.Stop();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(20));
+  for (int fd : apps) close(fd);
+  close(tunnel[1]);
+}
+
+}  // namespace
+}  // namespace airlock::proxyd
