@@ -89,7 +89,8 @@ class FiberLoops::Helpers {
   static constexpr size_t kMaxHelpers = 64;
   explicit Helpers(size_t n) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < n; ++i) AddLocked();
+    threads_.reserve(kMaxHelpers);  // adding one never allocates
+    for (size_t i = 0; i < std::min(n, kMaxHelpers); ++i) AddLocked();
   }
   ~Helpers() {
     {
@@ -112,7 +113,7 @@ class FiberLoops::Helpers {
   void AddLocked() {
     try {
       threads_.emplace_back([this] { Work(); });
-    } catch (const std::system_error&) {
+    } catch (...) {
       // No thread now: the job waits for a running helper.
     }
   }
@@ -238,33 +239,34 @@ int FiberLoops::Loop::Arm(int fd, short events) {
 }
 
 int FiberLoops::Loop::Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms) {
-  int bad = 0;
   bool unwatched = false;
   for (nfds_t i = 0; i < n; ++i) {
     fds[i].revents = 0;
     if (fds[i].fd < 0 || fds[i].events == 0) continue;
-    int err = Arm(fds[i].fd, fds[i].events);
-    if (err == EBADF) {
-      fds[i].revents = POLLNVAL;  // as poll(2) says of a closed descriptor
-      ++bad;
-    } else if (err != 0) {
-      // The set is full (max_user_watches, memory): the descriptor is
-      // said ready after a short sleep, and its caller, finding nothing,
-      // asks again; slower, but no fiber spins or waits forever.
-      fds[i].revents = fds[i].events;
+    if (Arm(fds[i].fd, fds[i].events) != 0) {
       unwatched = true;
-    } else {
-      waiters_[fds[i].fd] = f;
+      continue;
     }
+    waiters_[fds[i].fd] = f;
   }
   f->fds = fds;
   f->nfds = n;
   f->waiting = true;
-  if (bad > 0) {
-    Forget(f);  // it goes on at once
-    return bad;
+  if (unwatched) {
+    // epoll will not watch one of them (closed, not a socket, or the set
+    // is full): poll(2) is asked every 10 ms instead, up to the caller's
+    // time limit. Slower, but no fiber spins or waits past its limit.
+    Forget(f);
+    auto deadline = timeout_ms < 0 ? Clock::time_point::max()
+                                   : Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (true) {
+      int ready = poll(fds, n, 0);
+      if (ready != 0) return ready;
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return 0;
+      Wait(f, nullptr, 0, static_cast<int>(std::min<int64_t>(10, left.count())));
+    }
   }
-  if (unwatched && (timeout_ms < 0 || timeout_ms > 10)) timeout_ms = 10;
   f->timed = timeout_ms >= 0;
   if (f->timed) {
     f->timer = timers_.emplace(Clock::now() + std::chrono::milliseconds(timeout_ms), f);

@@ -1,5 +1,6 @@
 #include "proxyd/fibers.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -40,13 +41,21 @@ bool WaitUntil(F done) {
 }
 
 TEST(FibersTest, EachFiberWakesForItsOwnDescriptor) {
-  FiberLoops loops(2, 1);
   constexpr int kFibers = 200;
+  // Before the loops: they stop (waiting for every fiber) first.
   std::vector<std::unique_ptr<Pair>> pairs;
   for (int i = 0; i < kFibers; ++i) pairs.push_back(std::make_unique<Pair>());
+  FiberLoops loops(2, 1);
   std::atomic<int> woke{0};
   std::atomic<int> waiting{0};
   std::vector<char> got(kFibers, 0);
+  // On a failed check, every fiber is woken so the loops can stop.
+  struct WakeAll {
+    std::vector<std::unique_ptr<Pair>>* pairs;
+    ~WakeAll() {
+      for (auto& p : *pairs) (void)!write(p->fd[1], "!", 1);
+    }
+  };
   for (int i = 0; i < kFibers; ++i) {
     ASSERT_TRUE(loops.Spawn([&, i] {
       int fd = pairs[i]->fd[0];
@@ -64,6 +73,7 @@ TEST(FibersTest, EachFiberWakesForItsOwnDescriptor) {
       woke++;
     }));
   }
+  WakeAll wake_all{&pairs};
   // All of them found nothing and wait.
   ASSERT_TRUE(WaitUntil([&] { return waiting.load() == kFibers; }));
   // Every other one first: the rest stay parked.
@@ -194,6 +204,31 @@ TEST(FibersTest, BlockingWorkRunsAsideWhileTheLoopGoesOn) {
   EXPECT_TRUE(blocking_done.load());
   EXPECT_TRUE(other_ran_meanwhile.load());
   EXPECT_NE(helper_thread, fiber_thread);
+}
+
+TEST(FibersTest, ADescriptorEpollWillNotWatchIsAskedOfPollInstead) {
+  // epoll refuses /dev/null (EPERM); poll(2) says it is ready at once.
+  FiberLoops loops(1, 1);
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
+  Pair silent;
+  std::atomic<int> ready{-1}, timed_out{-1};
+  std::atomic<int64_t> waited_ms{-1};
+  ASSERT_TRUE(loops.Spawn([&] {
+    pollfd p = {devnull, POLLIN, 0};
+    ready = Poll(&p, 1, 10000);
+    // A descriptor with no events asked is left alone, as poll(2) does
+    // (it is not armed), and a silent socket's limit holds.
+    pollfd both[2] = {{silent.fd[0], POLLIN, 0}, {devnull, 0, 0}};
+    auto start = Clock::now();
+    timed_out = Poll(both, 2, 100);
+    waited_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+  }));
+  loops.Stop();
+  close(devnull);
+  EXPECT_EQ(ready.load(), 1);
+  EXPECT_EQ(timed_out.load(), 0);
+  EXPECT_GE(waited_ms.load(), 100);
 }
 
 TEST(FibersTest, OffAFiberPollIsPollAndRunBlockingRunsInPlace) {

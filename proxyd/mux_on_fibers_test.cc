@@ -93,6 +93,12 @@ TEST(MuxOnFibersTest, StopEndsAMuxParkedInASendThePeerDoesNotRead) {
           return transport->Write(b);
         },
         kEgressWindow, RunnerOn(&loops));
+    // Whatever happens below, the transport is shut down before the mux
+    // is destroyed (its Stop waits for a fiber parked in a send).
+    struct ShutdownFirst {
+      std::shared_ptr<EgressTransport> t;
+      ~ShutdownFirst() { t->Shutdown(); }
+    } shutdown_first{transport};
     // Three streams' bytes, far more than the tunnel holds while nobody
     // reads its other end.
     for (uint64_t id = 1; id <= 3; ++id) {

@@ -142,6 +142,30 @@ class SnapshotE2ETest : public ::testing::Test {
     }
     return !Snapshots().empty();
   }
+  // SnapshotDiagnosis is what a failed wait for a snapshot shows (the
+  // test's directory goes with the test): the end of vmmd's log, and of
+  // the snapshot guest's console and QEMU log while one is still being
+  // made (vmmd removes them when it gives up).
+  std::string SnapshotDiagnosis() {
+    auto tail = [](const std::string& path) {
+      std::ifstream in(path);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      return text.size() > 4000 ? text.substr(text.size() - 4000) : text;
+    };
+    std::string out = "\n--- vmmd.log ---\n" + tail(dir_.path() + "/state/logs/vmmd.log");
+    std::string pool = dir_.path() + "/state/snapshots";
+    if (DIR* d = opendir(pool.c_str())) {
+      while (dirent* e = readdir(d)) {
+        std::string name = e->d_name;
+        if (name == "." || name == "..") continue;
+        for (const char* log : {"/console.log", "/vmm.log"}) {
+          out += "\n--- snapshots/" + name + log + " ---\n" + tail(pool + "/" + name + log);
+        }
+      }
+      closedir(d);
+    }
+    return out;
+  }
 
   testing::ShortTempDir dir_;
   std::map<std::string, std::string> env_;
@@ -153,7 +177,8 @@ TEST_F(SnapshotE2ETest, RestoredSandboxesAreEachTheirOwn) {
   auto run = Airlock({"run", "--name", first, "-m", "1g", "shell", "--", "true"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(Sandbox(first)["started_from"], "boot");
-  ASSERT_TRUE(WaitForSnapshot()) << "vmmd made no snapshot after the first boot";
+  ASSERT_TRUE(WaitForSnapshot()) << "vmmd made no snapshot after the first boot"
+                                 << SnapshotDiagnosis();
   std::string snapshot = Snapshots().front();
   // The snapshot is of a guest that was never a sandbox: device state,
   // and the guest's RAM as a sparse image the guest's size.
@@ -271,7 +296,7 @@ TEST_F(SnapshotE2ETest, RestoredSandboxesAreEachTheirOwn) {
 
 TEST_F(SnapshotE2ETest, AWarmVmBecomesTheNextSandboxAndIsItsOwn) {
   ASSERT_EQ(Airlock({"run", "--name", "first", "-m", "1g", "shell", "--", "true"}).exit_code, 0);
-  ASSERT_TRUE(WaitForSnapshot());
+  ASSERT_TRUE(WaitForSnapshot()) << SnapshotDiagnosis();
   // A restore asks for a warm VM of its snapshot.
   int ready = WarmVmsReady();
   auto restored = Airlock({"run", "--name", "second", "-m", "1g", "shell", "--", "true"});
@@ -346,7 +371,7 @@ TEST_F(SnapshotE2ETest, AWarmVmBecomesTheNextSandboxAndIsItsOwn) {
 
 TEST_F(SnapshotE2ETest, ASnapshotQemuCannotLoadIsDroppedAndTheSandboxBoots) {
   ASSERT_EQ(Airlock({"run", "--name", "first", "-m", "1g", "shell", "--", "true"}).exit_code, 0);
-  ASSERT_TRUE(WaitForSnapshot());
+  ASSERT_TRUE(WaitForSnapshot()) << SnapshotDiagnosis();
   std::string snapshot = Snapshots().front();
   // Cut the migration stream in half: QEMU stops loading it and exits.
   struct stat st {};
@@ -362,7 +387,7 @@ TEST_F(SnapshotE2ETest, ASnapshotQemuCannotLoadIsDroppedAndTheSandboxBoots) {
 
 TEST_F(SnapshotE2ETest, ASnapshotWithoutItsRamImageIsNeverRestored) {
   ASSERT_EQ(Airlock({"run", "--name", "first", "-m", "1g", "shell", "--", "true"}).exit_code, 0);
-  ASSERT_TRUE(WaitForSnapshot());
+  ASSERT_TRUE(WaitForSnapshot()) << SnapshotDiagnosis();
   std::string snapshot = Snapshots().front();
   // Device state alone would resume a guest over zeroed memory.
   ASSERT_EQ(unlink((snapshot + "/ram").c_str()), 0);
