@@ -6,8 +6,8 @@
 // common/egress_mux.h), named by the port it came in on, never by anything
 // the guest sends. Each connection takes a slot of the caps
 // (proxyd/connections.h) before any work, then is decided and carried by a
-// handler thread of its own on one end of a socket pair whose other end
-// the mux carries; see attachment.cc for the paths (forward, transparent,
+// handler of its own (a fiber, proxyd/fibers.h) on one end of a socket
+// pair whose other end the mux carries; see attachment.cc for the paths (forward, transparent,
 // intercepted).
 #ifndef AIRLOCK_PROXYD_ATTACHMENT_H_
 #define AIRLOCK_PROXYD_ATTACHMENT_H_

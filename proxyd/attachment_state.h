@@ -47,7 +47,7 @@ inline constexpr auto kUpstreamConnectTimeout = std::chrono::seconds(15);
 // GuestConnection is one guest connection as its handler holds it: its
 // end of the socket pair the mux carries, and the connection's stream
 // there, so that a connection left only to copy bytes is handed to the mux
-// (Carry) and the handler's thread is free.
+// (Carry) and the handler ends.
 struct GuestConnection {
   GuestConnection(int fd, SocketSet* sockets, std::shared_ptr<EgressMux> mux, uint64_t id)
       : client(fd, sockets), mux(std::move(mux)), id(id) {}
@@ -172,8 +172,8 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   bool SpliceAllowed(GuestConnection& g, const std::string& host, uint16_t port, Verdict* v,
                      pb::Path via);
   // Carry copies a decided connection's bytes both ways until both ends
-  // are done: the mux does it, on its thread and without the pair, when
-  // neither side has TLS; this thread when one has.
+  // are done: the mux does it, without the pair, when neither side has
+  // TLS; this handler when one has.
   void Carry(GuestConnection& g, Stream& upstream);
   void ServeIntercepted(Stream& client, const std::string& host, uint16_t port, pb::Path via);
 };
