@@ -91,12 +91,20 @@ EgressMux::EgressMux(Send send, uint32_t widen_to, EgressMuxRunner runner)
     loop_ = std::thread([this] { Loop(); });
     return;
   }
+  ended_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (ended_fd_ < 0) {
+    stopping_ = true;
+    return;
+  }
   running_ = true;
   bool started = runner_.start([this] {
     Loop();
+    // Under the lock: once Stop sees the loop ended, nothing here touches
+    // the mux again.
     std::lock_guard<std::mutex> lock(run_mu_);
     running_ = false;
-    run_cv_.notify_all();
+    uint64_t one = 1;
+    (void)!write(ended_fd_, &one, sizeof(one));
   });
   if (!started) {
     std::lock_guard<std::mutex> lock(cmd_mu_);
@@ -109,6 +117,7 @@ EgressMux::~EgressMux() {
   Stop();
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
+  if (ended_fd_ >= 0) close(ended_fd_);
 }
 
 void EgressMux::Stop() {
@@ -126,7 +135,13 @@ void EgressMux::Stop() {
     std::unique_lock<std::mutex> lock(run_mu_);
     if (!running_) return;
     (void)!write(wake_fd_, &one, sizeof(one));
-    run_cv_.wait(lock, [&] { return !running_; });
+    // Through the owner's wait: the caller may be a fiber of the loop
+    // that runs the mux, which must go on for the mux to end.
+    while (running_) {
+      lock.unlock();
+      runner_.wait(ended_fd_, -1);
+      lock.lock();
+    }
   });
 }
 

@@ -68,7 +68,9 @@ inline constexpr size_t kEgressMaxQueued = 96 * 1024 * 1024;
 // to its end somewhere (false when it cannot, and the mux then carries
 // nothing), and `wait` waits until descriptor `fd` is readable or
 // `timeout_ms` (-1: no limit) has passed, without holding up that event
-// loop. Both empty: a thread of the mux's own, blocking in epoll_wait.
+// loop (Stop waits for the loop's end through it too, so a fiber of that
+// event loop may stop the mux). Both empty: a thread of the mux's own,
+// blocking in epoll_wait.
 struct EgressMuxRunner {
   std::function<bool(std::function<void()>)> start;
   std::function<void(int fd, int timeout_ms)> wait;
@@ -122,8 +124,9 @@ class EgressMux {
   bool Deliver(agent::v1::EgressFrame frame);
   // Close resets every stream and refuses new ones (the transport ended).
   void Close();
-  // Stop closes and waits for the mux's threads; Send is never called
-  // after it returns. Idempotent.
+  // Stop closes and waits for the mux's loop to end; Send is never called
+  // after it returns. Idempotent. Never from the mux's own loop (a Send,
+  // a stream's `done`).
   void Stop();
 
   // Streams carried now.
@@ -207,9 +210,11 @@ class EgressMux {
   EgressMuxRunner runner_;
   std::thread loop_;
   // With a runner: whether its loop runs (or has not yet ended).
+  // A loop its owner runs: whether it runs, and its end's signal (an
+  // eventfd, readable once it ended) for Stop to wait on.
   std::mutex run_mu_;
-  std::condition_variable run_cv_;
   bool running_ = false;
+  int ended_fd_ = -1;
 };
 
 }  // namespace airlock

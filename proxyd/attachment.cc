@@ -30,13 +30,12 @@ Attachment::Attachment(std::string sandbox, std::string channel_path, ProxyConte
 Attachment::~Attachment() {
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    state_->stopping = true;
+    state_->Stop();
     for (grpc::ClientContext* c : state_->calls) c->TryCancel();
     if (state_->tunnel) state_->tunnel->Shutdown();
   }
-  state_->cv.notify_all();
   if (policy_thread_.joinable()) policy_thread_.join();
-  if (egress_thread_.joinable()) egress_thread_.join();
+  state_->tunnel_fiber.JoinAll();
   // The tunnel is gone (every guest end closed); end what handlers still
   // wait on upstream, and wait for them: none outlives what it uses.
   state_->sockets.ShutdownAll();
@@ -47,7 +46,10 @@ Attachment::~Attachment() {
 void Attachment::Start() {
   auto s = state_;
   policy_thread_ = std::thread([s] { s->FollowPolicy(); });
-  egress_thread_ = std::thread([s] { s->RunTunnel(); });
+  if (!s->tunnel_fiber.Spawn([s] { s->RunTunnel(); })) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->last_error = "proxyd is stopping";
+  }
 }
 
 absl::Status Attachment::WaitReady(seconds timeout) {

@@ -87,7 +87,7 @@ class Attachment {
 
  private:
   std::shared_ptr<State> state_;
-  std::thread policy_thread_, egress_thread_;
+  std::thread policy_thread_;
 };
 
 }  // namespace airlock::proxyd

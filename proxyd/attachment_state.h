@@ -13,6 +13,10 @@
 #ifndef AIRLOCK_PROXYD_ATTACHMENT_STATE_H_
 #define AIRLOCK_PROXYD_ATTACHMENT_STATE_H_
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -31,6 +35,7 @@
 #include "protos/proxy/v1/proxy.pb.h"
 #include "proxyd/attachment.h"
 #include "proxyd/connections.h"
+#include "proxyd/fibers.h"
 #include "proxyd/http_exchange.h"
 #include "proxyd/inject.h"
 #include "proxyd/stream.h"
@@ -64,7 +69,14 @@ int64_t NowMs();
 
 struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachment::State> {
   explicit State(ProxyContext* px)
-      : px(px), loop(px->loops->PickLoop()), handlers(px->loops, loop) {}
+      : px(px),
+        loop(px->loops->PickLoop()),
+        stop_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+        tunnel_fiber(px->loops, loop),
+        handlers(px->loops, loop) {}
+  ~State() override {
+    if (stop_fd >= 0) close(stop_fd);
+  }
 
   std::string sandbox;
   std::string channel_path;
@@ -76,6 +88,8 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   mutable std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
+  // Readable once stopping: what Sleep waits on besides its time.
+  const int stop_fd;
   bool ready = false;
   std::string last_error;
   std::shared_ptr<const policy::RuleSet> rules;
@@ -87,6 +101,7 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   // Streams (of which tunnel's mux, which id) with a handler or carried
   // by the mux now (mu).
   std::set<std::pair<const EgressMux*, uint64_t>> live_ids;
+  Handlers tunnel_fiber;  // RunTunnel's, on `loop`
   Handlers handlers;  // each connection's, a fiber on `loop`
   SocketSet sockets;
   // After `sockets`: a kept connection is tracked there until it closes.
@@ -108,15 +123,25 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
     std::lock_guard<std::mutex> lock(mu);
     calls.erase(ctx);
   }
+  // Stop marks the state stopping and wakes what sleeps.
+  void Stop() {
+    stopping = true;  // under mu
+    uint64_t one = 1;
+    (void)!write(stop_fd, &one, sizeof(one));
+    cv.notify_all();
+  }
+  // Sleep waits `d`, or less when stopping; on a fiber it parks only the
+  // fiber.
   void Sleep(std::chrono::milliseconds d) {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait_for(lock, d, [&] { return stopping; });
+    pollfd p = {stop_fd, POLLIN, 0};
+    Poll(&p, 1, static_cast<int>(d.count()));
   }
 
   void FollowPolicy();
   // RunTunnel keeps the egress tunnel to the guest open (reopening it when
   // it breaks) and hands each guest connection and DNS query it carries
-  // to Accept and AnswerDns.
+  // to Accept and AnswerDns. A fiber on `loop`, beside the mux it feeds
+  // and the handlers it starts.
   void RunTunnel();
   // Accept takes a slot for guest connection `id` and starts its handler,
   // or resets it (over a cap).

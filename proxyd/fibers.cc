@@ -7,11 +7,14 @@
 
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <new>
 #include <system_error>
 #include <unordered_map>
+
+#include "absl/container/inlined_vector.h"
 
 namespace airlock::proxyd {
 
@@ -177,7 +180,13 @@ class FiberLoops::Loop {
   void Start(Fiber* f) {
     std::lock_guard<std::mutex> lock(mu_);
     started_.push_back(f);
-    Nudge();
+    // A fiber of this loop starting another (a connection's handler):
+    // the loop looks again before it waits, no wake-up needed.
+    if (t_loop == this) {
+      started_here_ = true;
+    } else {
+      Nudge();
+    }
   }
   void Wake(Fiber* f) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -188,6 +197,10 @@ class FiberLoops::Loop {
   // On this loop's fibers only.
   int Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms);
   void Blocking(Fiber* f, const std::function<void()>& fn);
+  void Yield(Fiber* f) {
+    yielded_.push_back(f);
+    Park(f);
+  }
 
  private:
   void Nudge() {
@@ -205,6 +218,14 @@ class FiberLoops::Loop {
   void Ready(Fiber* f);
   // Arm watches `fd` for `events` until it fires once: 0, or the errno.
   int Arm(int fd, short events);
+  // The fibers waiting on one descriptor: most often one, two when one
+  // reads and another writes.
+  using Waiters = absl::InlinedVector<Fiber*, 2>;
+  // Wanted is what the waiters on `fd` wait for, together.
+  static short Wanted(const Waiters& w, int fd);
+  // Fired hands `fd`'s event `got` to the fibers waiting for it and
+  // watches the descriptor again for those still waiting.
+  void Fired(int fd, short got);
   void Resume(Fiber* f);
 
   Stacks* stacks_;
@@ -221,7 +242,9 @@ class FiberLoops::Loop {
 
   // The loop's thread only.
   std::deque<Fiber*> runnable_;
-  std::unordered_map<int, Fiber*> waiters_;
+  std::vector<Fiber*> yielded_;  // run again after the next look at epoll
+  bool started_here_ = false;  // a fiber started one since the turn began
+  std::unordered_map<int, Waiters> waiters_;
   std::multimap<Clock::time_point, Fiber*> timers_;
   size_t alive_ = 0;
 };
@@ -238,19 +261,39 @@ int FiberLoops::Loop::Arm(int fd, short events) {
   return errno;
 }
 
+namespace {
+
+// EventsOf is what fiber wait `fds` asks of `fd`.
+short EventsOf(const pollfd* fds, nfds_t n, int fd) {
+  for (nfds_t i = 0; i < n; ++i) {
+    if (fds[i].fd == fd) return fds[i].events;
+  }
+  return 0;
+}
+
+}  // namespace
+
+short FiberLoops::Loop::Wanted(const Waiters& w, int fd) {
+  short events = 0;
+  for (const Fiber* f : w) events |= EventsOf(f->fds, f->nfds, fd);
+  return events;
+}
+
 int FiberLoops::Loop::Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms) {
   bool unwatched = false;
+  f->fds = fds;
+  f->nfds = n;
   for (nfds_t i = 0; i < n; ++i) {
     fds[i].revents = 0;
     if (fds[i].fd < 0 || fds[i].events == 0) continue;
-    if (Arm(fds[i].fd, fds[i].events) != 0) {
+    Waiters& w = waiters_[fds[i].fd];
+    w.push_back(f);
+    if (Arm(fds[i].fd, Wanted(w, fds[i].fd)) != 0) {
+      w.pop_back();
+      if (w.empty()) waiters_.erase(fds[i].fd);
       unwatched = true;
-      continue;
     }
-    waiters_[fds[i].fd] = f;
   }
-  f->fds = fds;
-  f->nfds = n;
   f->waiting = true;
   if (unwatched) {
     // epoll will not watch one of them (closed, not a socket, or the set
@@ -303,7 +346,40 @@ void FiberLoops::Loop::Forget(Fiber* f) {
   f->timed = false;
   for (nfds_t i = 0; i < f->nfds; ++i) {
     auto it = waiters_.find(f->fds[i].fd);
-    if (it != waiters_.end() && it->second == f) waiters_.erase(it);
+    if (it == waiters_.end()) continue;
+    Waiters& w = it->second;
+    // Those left stay armed for at least what they wait for: an event
+    // none of them wants comes to Fired, which arms it again for them.
+    w.erase(std::remove(w.begin(), w.end(), f), w.end());
+    if (w.empty()) waiters_.erase(it);
+  }
+}
+
+void FiberLoops::Loop::Fired(int fd, short got) {
+  auto it = waiters_.find(fd);
+  if (it == waiters_.end()) return;  // its waits ended another way
+  Waiters woken;
+  for (Fiber* f : it->second) {
+    short mine = 0;
+    for (nfds_t k = 0; k < f->nfds; ++k) {
+      if (f->fds[k].fd != fd) continue;
+      f->fds[k].revents |= got & (f->fds[k].events | POLLERR | POLLHUP);
+      mine |= f->fds[k].revents;
+    }
+    if (mine != 0) woken.push_back(f);
+  }
+  for (Fiber* f : woken) Ready(f);  // each leaves waiters_[fd]
+  // One-shot: the descriptor is watched no more until armed again.
+  it = waiters_.find(fd);
+  if (it != waiters_.end() && Arm(fd, Wanted(it->second, fd)) != 0) {
+    // Closed meanwhile: as poll(2) says of a descriptor that is not open.
+    Waiters left = it->second;
+    for (Fiber* f : left) {
+      for (nfds_t k = 0; k < f->nfds; ++k) {
+        if (f->fds[k].fd == fd) f->fds[k].revents |= POLLNVAL;
+      }
+      Ready(f);
+    }
   }
 }
 
@@ -330,6 +406,7 @@ void FiberLoops::Loop::Run() {
       started.swap(started_);
       woken.swap(woken_);
       stop = stop_;
+      started_here_ = false;
     }
     for (Fiber* f : started) {
       ++alive_;
@@ -354,7 +431,9 @@ void FiberLoops::Loop::Run() {
     // FiberLoops::Stop ends the loops once no fiber is alive.
     if (stop && alive_ == 0) return;
     int timeout = -1;
-    if (!timers_.empty()) {
+    if (!yielded_.empty() || started_here_) {
+      timeout = 0;
+    } else if (!timers_.empty()) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(timers_.begin()->first - Clock::now());
       timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
     }
@@ -367,22 +446,16 @@ void FiberLoops::Loop::Run() {
         (void)ignored;
         continue;
       }
-      auto it = waiters_.find(fd);
-      if (it == waiters_.end()) continue;  // its wait ended another way
-      Fiber* f = it->second;
-      short got = ((events[i].events & EPOLLIN) ? POLLIN : 0) |
-                  ((events[i].events & EPOLLOUT) ? POLLOUT : 0) |
-                  ((events[i].events & EPOLLERR) ? POLLERR : 0) |
-                  ((events[i].events & EPOLLHUP) ? POLLHUP : 0);
-      for (nfds_t k = 0; k < f->nfds; ++k) {
-        if (f->fds[k].fd == fd) {
-          f->fds[k].revents |= got & (f->fds[k].events | POLLERR | POLLHUP);
-        }
-      }
-      Ready(f);
+      Fired(fd, ((events[i].events & EPOLLIN) ? POLLIN : 0) |
+                    ((events[i].events & EPOLLOUT) ? POLLOUT : 0) |
+                    ((events[i].events & EPOLLERR) ? POLLERR : 0) |
+                    ((events[i].events & EPOLLHUP) ? POLLHUP : 0));
     }
     auto now = Clock::now();
     while (!timers_.empty() && timers_.begin()->first <= now) Ready(timers_.begin()->second);
+    // After what became ready meanwhile.
+    for (Fiber* f : yielded_) runnable_.push_back(f);
+    yielded_.clear();
   }
 }
 
@@ -469,6 +542,11 @@ void RunBlocking(const std::function<void()>& fn) {
     return;
   }
   t_loop->Blocking(t_fiber, fn);
+}
+
+void Yield() {
+  if (t_fiber == nullptr) return;
+  t_loop->Yield(t_fiber);
 }
 
 bool OnFiber() { return t_fiber != nullptr; }

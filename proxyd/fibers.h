@@ -93,9 +93,16 @@ class FiberLoops {
 // of `fds` is ready or `timeout_ms` (-1: no limit) has passed, and returns
 // how many have revents (0 at the time limit). A descriptor may be
 // reported ready when it is not (the caller's read then finds nothing and
-// waits again), never the other way round. Unlike poll(2), a descriptor is
-// waited on by one fiber of a loop at a time, and listed once in `fds`.
+// waits again), never the other way round. Any number of fibers may wait
+// on a descriptor at once (one reading, another writing); each lists it
+// once in its `fds`.
 int Poll(pollfd* fds, nfds_t n, int timeout_ms);
+
+// Yield lets the loop's other fibers run, those whose descriptors became
+// ready meanwhile included, before the caller goes on: a fiber that finds
+// work waiting each time it looks (a busy reader) would otherwise hold its
+// loop. Nothing off a fiber.
+void Yield();
 
 // SleepFor waits `d` without holding up a loop.
 void SleepFor(std::chrono::milliseconds d);

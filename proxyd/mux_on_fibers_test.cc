@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -64,6 +66,82 @@ TEST(MuxOnFibersTest, AStreamsBytesReachTheTunnelAndAHandlerOnTheSameLoopGoesOn)
     transport->Shutdown();
     mux.Stop();
   }
+  loops.Stop();
+  close(local[0]);
+}
+
+TEST(MuxOnFibersTest, AReaderOnTheMuxsLoopFeedsItAndStopsItAtTheTunnelsEnd) {
+  // proxyd's tunnel: the transport's reader is a fiber of the loop that
+  // runs the mux, it reads while the mux's sends wait on the same
+  // descriptor, and at the tunnel's end it stops the mux from that loop.
+  FiberLoops loops(1, 1);
+  int tunnel[2], local[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tunnel), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, local), 0);
+  auto transport = std::make_shared<EgressTransport>(tunnel[0]);
+  transport->UsePoll(&Poll);
+  auto mux = std::make_shared<EgressMux>(
+      [transport](const EgressFrames& b) { return transport->Write(b); }, kEgressWindow,
+      RunnerOn(&loops));
+  ASSERT_TRUE(mux->Open(7, local[1]));
+  std::atomic<bool> stopped{false};
+  std::atomic<int> delivered{0};
+  ASSERT_TRUE(loops.SpawnOn(0, [&, mux] {
+    EgressFrames in;
+    while (transport->Read(&in)) {
+      for (auto& f : *in.mutable_frames()) {
+        if (mux->Deliver(std::move(f))) delivered++;
+      }
+      Yield();
+    }
+    transport->Shutdown();
+    mux->Stop();
+    stopped = true;
+  }));
+  // Both ways at once: the peer's bytes reach the local end while the
+  // local end's bytes reach the peer.
+  EgressTransport peer(tunnel[1]);
+  EgressFrames out;
+  auto* f = out.add_frames();
+  f->set_id(7);
+  f->set_data("from the guest");
+  ASSERT_TRUE(peer.Write(out));
+  const std::string msg = "from a handler";
+  ASSERT_EQ(send(local[0], msg.data(), msg.size(), MSG_NOSIGNAL), static_cast<ssize_t>(msg.size()));
+  std::string to_peer;
+  EgressFrames got;
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (to_peer.size() < msg.size() && peer.Read(&got, deadline)) {
+    for (const auto& g : got.frames()) {
+      if (g.id() == 7) to_peer += g.data();
+    }
+  }
+  EXPECT_EQ(to_peer, msg);
+  std::string to_local;
+  char buf[64];
+  while (to_local.size() < 14 && Clock::now() < deadline) {
+    ssize_t n = recv(local[0], buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) {
+      to_local.append(buf, n);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  EXPECT_EQ(to_local, "from the guest");
+  EXPECT_EQ(delivered.load(), 1);
+  // The tunnel's end: the reader stops the mux from the mux's own loop.
+  peer.Shutdown();
+  deadline = Clock::now() + std::chrono::seconds(10);
+  while (!stopped && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!stopped) {
+    // The loop is stuck: the loops could never stop, so neither can this
+    // test.
+    fprintf(stderr, "the mux's Stop, called from its own loop, never returned\n");
+    std::_Exit(1);
+  }
+  mux.reset();
   loops.Stop();
   close(local[0]);
 }

@@ -26,7 +26,9 @@ using std::chrono::seconds;
 
 void Attachment::State::RunTunnel() {
   while (!Stopping()) {
-    auto fd = ConnectAgentPort(channel_path, seconds(5));
+    // The hello's wait blocks a thread: it runs aside.
+    absl::StatusOr<int> fd = absl::UnavailableError("not connected");
+    RunBlocking([&] { fd = ConnectAgentPort(channel_path, seconds(5)); });
     if (!fd.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -36,8 +38,7 @@ void Attachment::State::RunTunnel() {
       continue;
     }
     auto tunnel = std::make_shared<EgressTransport>(*fd);
-    // The mux's sends wait on a fiber (reads here, on this thread, the
-    // same function is poll(2)).
+    // Its reads (here) and the mux's sends wait as fibers of this loop.
     tunnel->UsePoll(&Poll);
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -60,10 +61,10 @@ void Attachment::State::RunTunnel() {
         ready = true;
         cv.notify_all();
       }
-      // Sends run on the mux's loop, reads here: one of each at a time.
-      // Windows widen only as far as the agent's answer says it accepts.
-      // The mux's loop is a fiber on the loop of this sandbox's handlers:
-      // the bytes between them do not cross threads.
+      // Sends run on the mux's fiber, reads on this one: one of each at a
+      // time. Windows widen only as far as the agent's answer says it
+      // accepts. The mux, this reader and the sandbox's handlers are
+      // fibers of one loop: the bytes between them do not cross threads.
       EgressMuxRunner runner;
       // px outlives every attachment, and so every mux.
       runner.start = [loops = px->loops.get(), at = loop](std::function<void()> fn) {
@@ -93,6 +94,10 @@ void Attachment::State::RunTunnel() {
           }
           if (flooding) break;
         }
+        // The mux and the handlers take what was handed to them before
+        // the next message is read: a guest that keeps the port busy
+        // cannot hold the loop, nor fill the mux's queue unread.
+        Yield();
       }
       if (flooding) {
         AIRLOCK_LOG_WARN("the guest sent more than its tunnel may queue; resetting its connections",
