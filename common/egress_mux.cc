@@ -176,7 +176,7 @@ bool EgressMux::Push(Command c) {
     wake = commands_.empty();
     commands_.push_back(std::move(c));
   }
-  if (wake) {
+  if (wake && !(runner_.wake && runner_.wake())) {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
   }
@@ -250,6 +250,15 @@ void EgressMux::Loop() {
     }
     int n = epoll_wait(epoll_fd_, events, 64, timeout);
     if (n < 0 && errno != EINTR) n = 0;
+    // The wake-up is taken before the commands: one written after this
+    // read has its command still queued, and stays for the next turn.
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == 0) {
+        uint64_t count;
+        (void)!read(wake_fd_, &count, sizeof(count));
+        break;
+      }
+    }
     DrainCommands();
     if (idle_limits_) ResetIdle();
     {
@@ -309,8 +318,6 @@ void EgressMux::Loop() {
 }
 
 void EgressMux::DrainCommands() {
-  uint64_t count;
-  (void)!read(wake_fd_, &count, sizeof(count));
   std::deque<Command> batch;
   {
     std::lock_guard<std::mutex> lock(cmd_mu_);

@@ -71,9 +71,13 @@ inline constexpr size_t kEgressMaxQueued = 96 * 1024 * 1024;
 // loop (Stop waits for the loop's end through it too, so a fiber of that
 // event loop may stop the mux). Both empty: a thread of the mux's own,
 // blocking in epoll_wait.
+// `wake` (may be empty) ends the loop's `wait` without a descriptor when
+// it can from where it is called (a fiber of the same event loop): true
+// when it did; else the mux writes its wake-up descriptor.
 struct EgressMuxRunner {
   std::function<bool(std::function<void()>)> start;
   std::function<void(int fd, int timeout_ms)> wait;
+  std::function<bool()> wake;
 };
 
 class EgressMux {

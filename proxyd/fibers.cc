@@ -197,6 +197,9 @@ class FiberLoops::Loop {
   // On this loop's fibers only.
   int Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms);
   void Blocking(Fiber* f, const std::function<void()>& fn);
+  // Interrupt ends `f`'s wait now (its Poll returns what is reported so
+  // far); on the loop's thread.
+  void Interrupt(Fiber* f) { Ready(f); }
   void Yield(Fiber* f) {
     yielded_.push_back(f);
     Park(f);
@@ -547,6 +550,33 @@ void RunBlocking(const std::function<void()>& fn) {
 void Yield() {
   if (t_fiber == nullptr) return;
   t_loop->Yield(t_fiber);
+}
+
+void Waker::Wait(int fd, int timeout_ms) {
+  pollfd p = {fd, POLLIN, 0};
+  if (t_fiber == nullptr || waiting_ != nullptr) {
+    Poll(&p, 1, timeout_ms);
+    return;
+  }
+  loop_.store(t_loop);
+  if (woken_) {
+    woken_ = false;
+    return;
+  }
+  waiting_ = t_fiber;
+  t_loop->Wait(t_fiber, &p, 1, timeout_ms);
+  waiting_ = nullptr;
+  woken_ = false;
+}
+
+bool Waker::Wake() {
+  if (t_loop == nullptr || loop_.load() != t_loop) return false;
+  if (waiting_ != nullptr) {
+    t_loop->Interrupt(waiting_);
+  } else {
+    woken_ = true;
+  }
+  return true;
 }
 
 bool OnFiber() { return t_fiber != nullptr; }

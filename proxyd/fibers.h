@@ -112,6 +112,31 @@ void SleepFor(std::chrono::milliseconds d);
 // right there.
 void RunBlocking(const std::function<void()>& fn);
 
+// Waker lets a fiber of a loop end another's wait without a descriptor:
+// the fiber that waits through Wait is readied by a Wake from any fiber of
+// the same loop, at no system call (the sandbox's tunnel reader waking
+// its mux, once per guest message). From anywhere else Wake says no, and
+// the caller wakes the waiter through the descriptor it waits on.
+//
+// Where it stops: one fiber waits through a Waker at a time; another's
+// Wait meanwhile is a plain wait for its descriptor, which Wake does not
+// end. A Wake while nothing waits makes the next Wait return at once.
+class Waker {
+ public:
+  // Wait is Poll for `fd` readable, up to `timeout_ms`, ending early at a
+  // Wake (also one made since the last Wait).
+  void Wait(int fd, int timeout_ms);
+  // Wake ends the wait from a fiber of the waiter's loop; false (nothing
+  // done) from elsewhere, or before anything waited.
+  bool Wake();
+
+ private:
+  std::atomic<FiberLoops::Loop*> loop_{nullptr};  // the waiter's, once set
+  // The waiter's loop's thread only.
+  FiberLoops::Fiber* waiting_ = nullptr;
+  bool woken_ = false;
+};
+
 // OnFiber says whether the caller runs on a fiber.
 bool OnFiber();
 

@@ -294,6 +294,62 @@ TEST(FibersTest, YieldLetsAFiberWhoseDescriptorBecameReadyRunFirst) {
   Yield();  // off a fiber: nothing
 }
 
+TEST(FibersTest, AWakerEndsAWaitFromAFiberOfItsLoopOnly) {
+  FiberLoops loops(1, 1);
+  Pair silent;
+  Waker waker;
+  EXPECT_FALSE(waker.Wake());  // nothing waited yet
+  std::atomic<bool> parked{false}, returned{false};
+  ASSERT_TRUE(loops.Spawn([&] {
+    parked = true;
+    waker.Wait(silent.fd[0], 10000);
+    returned = true;
+  }));
+  ASSERT_TRUE(WaitUntil([&] { return parked.load(); }));
+  std::this_thread::sleep_for(milliseconds(20));
+  // Another thread cannot: its caller would use the descriptor.
+  EXPECT_FALSE(waker.Wake());
+  std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_FALSE(returned.load());
+  std::atomic<int> woke{-1};
+  ASSERT_TRUE(loops.Spawn([&] { woke = waker.Wake() ? 1 : 0; }));
+  ASSERT_TRUE(WaitUntil([&] { return returned.load(); }));
+  EXPECT_EQ(woke.load(), 1);
+  loops.Stop();
+}
+
+TEST(FibersTest, AWakeWhileNothingWaitsEndsTheNextWaitAtOnce) {
+  FiberLoops loops(1, 1);
+  Pair silent;
+  Waker waker;
+  std::atomic<int64_t> second_wait_ms{-1};
+  ASSERT_TRUE(loops.Spawn([&] {
+    waker.Wait(silent.fd[0], 1);  // the waker is this loop's from here
+    EXPECT_TRUE(waker.Wake());    // nothing waits now
+    auto start = Clock::now();
+    waker.Wait(silent.fd[0], 10000);
+    second_wait_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+  }));
+  loops.Stop();
+  EXPECT_GE(second_wait_ms.load(), 0);
+  EXPECT_LT(second_wait_ms.load(), 1000);
+}
+
+TEST(FibersTest, AWakersWaitStillEndsWhenItsDescriptorIsReady) {
+  FiberLoops loops(1, 1);
+  Pair p;
+  Waker waker;
+  std::atomic<bool> returned{false};
+  ASSERT_TRUE(loops.Spawn([&] {
+    waker.Wait(p.fd[0], 10000);
+    returned = true;
+  }));
+  std::this_thread::sleep_for(milliseconds(20));
+  ASSERT_EQ(write(p.fd[1], "x", 1), 1);
+  ASSERT_TRUE(WaitUntil([&] { return returned.load(); }));
+  loops.Stop();
+}
+
 TEST(FibersTest, BlockingWorkRunsAsideWhileTheLoopGoesOn) {
   FiberLoops loops(1, 1);
   std::atomic<bool> blocking_done{false};

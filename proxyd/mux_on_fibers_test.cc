@@ -24,13 +24,14 @@ namespace {
 using agent::v1::EgressFrames;
 using Clock = std::chrono::steady_clock;
 
+// As proxyd's tunnel makes it: fibers of the loop wake the mux through a
+// Waker, other threads through its descriptor.
 EgressMuxRunner RunnerOn(FiberLoops* loops) {
   EgressMuxRunner r;
   r.start = [loops](std::function<void()> fn) { return loops->SpawnOn(0, std::move(fn)); };
-  r.wait = [](int fd, int timeout_ms) {
-    pollfd p = {fd, POLLIN, 0};
-    Poll(&p, 1, timeout_ms);
-  };
+  auto waker = std::make_shared<Waker>();
+  r.wait = [waker](int fd, int timeout_ms) { waker->Wait(fd, timeout_ms); };
+  r.wake = [waker] { return waker->Wake(); };
   return r;
 }
 

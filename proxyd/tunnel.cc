@@ -70,10 +70,11 @@ void Attachment::State::RunTunnel() {
       runner.start = [loops = px->loops.get(), at = loop](std::function<void()> fn) {
         return loops->SpawnOn(at, std::move(fn));
       };
-      runner.wait = [](int fd, int timeout_ms) {
-        pollfd p = {fd, POLLIN, 0};
-        Poll(&p, 1, timeout_ms);
-      };
+      // This reader wakes the mux without a system call (they share the
+      // loop).
+      auto waker = std::make_shared<Waker>();
+      runner.wait = [waker](int fd, int timeout_ms) { waker->Wait(fd, timeout_ms); };
+      runner.wake = [waker] { return waker->Wake(); };
       auto mux = std::make_shared<EgressMux>(
           [tunnel](const agentpb::EgressFrames& batch) { return tunnel->Write(batch); },
           in.start().max_window(), std::move(runner));

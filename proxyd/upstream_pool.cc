@@ -7,8 +7,12 @@
 
 namespace airlock::proxyd {
 
+bool NothingBuffered(Stream& upstream) {
+  return upstream.unread().empty() && !upstream.TlsLeftovers() && upstream.fd() >= 0;
+}
+
 bool Quiet(Stream& upstream) {
-  if (!upstream.unread().empty() || upstream.TlsLeftovers() || upstream.fd() < 0) return false;
+  if (!NothingBuffered(upstream)) return false;
   char c;
   ssize_t n = recv(upstream.fd(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -52,7 +56,9 @@ std::unique_ptr<Stream> UpstreamPool::Take(const std::string& destination) {
 }
 
 void UpstreamPool::Keep(const std::string& destination, std::unique_ptr<Stream> upstream) {
-  if (upstream == nullptr || !Quiet(*upstream)) return;  // closes it
+  // The socket is asked at Take (a request's one look at it): bytes or an
+  // end that arrive now or later are found there all the same.
+  if (upstream == nullptr || !NothingBuffered(*upstream)) return;  // closes it
   // Closed outside the lock.
   std::vector<std::unique_ptr<Stream>> dropped;
   std::unique_ptr<Stream> oldest;

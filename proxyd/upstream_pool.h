@@ -54,8 +54,9 @@ class UpstreamPool {
   // way.
   std::unique_ptr<Stream> Take(const std::string& destination);
   // Keep holds `upstream` for the next request to `destination`; it is
-  // closed instead when it is not quiet, or the pool is full (per
-  // destination or in all) or closed. Kept connections idle past the
+  // closed instead when it holds bytes read past its response (its socket
+  // is looked at by Take), or the pool is full (per destination or in
+  // all) or closed. Kept connections idle past the
   // limit are closed by the next Take or Keep of the sandbox (whatever its
   // destination), or by Close.
   void Keep(const std::string& destination, std::unique_ptr<Stream> upstream);
@@ -89,6 +90,9 @@ class UpstreamPool {
 // neither bytes nor an end of stream to give (a server that closed an idle
 // connection, or one that sent more than its response).
 bool Quiet(Stream& upstream);
+// NothingBuffered is Quiet without asking the socket: no byte read past
+// the response and no TLS record unread.
+bool NothingBuffered(Stream& upstream);
 
 }  // namespace airlock::proxyd
 

@@ -82,11 +82,24 @@ TEST(UpstreamPoolTest, AConnectionWithAnythingWaitingIsClosedNotTaken) {
   EXPECT_LE(read(chatty.server, &c, 1), 0);
 }
 
-TEST(UpstreamPoolTest, AConnectionNotQuietWhenKeptIsClosedAtOnce) {
+TEST(UpstreamPoolTest, AConnectionHoldingBytesPastItsResponseIsClosedWhenKept) {
+  UpstreamPool pool;
+  Pair buffered = MakePair();
+  buffered.ours->unread() = "extra";
+  pool.Keep("d", std::move(buffered.ours));
+  EXPECT_EQ(pool.idle(), 0u);
+  EXPECT_TRUE(Closed(buffered.server));
+}
+
+TEST(UpstreamPoolTest, BytesInTheSocketWhenKeptAreFoundByTake) {
+  // Keep does not ask the socket (one look per request is enough): what
+  // a server sent past its response is found when the connection would
+  // be used.
   UpstreamPool pool;
   Pair chatty = MakePair();
   ASSERT_EQ(write(chatty.server, "x", 1), 1);
   pool.Keep("d", std::move(chatty.ours));
+  EXPECT_EQ(pool.Take("d"), nullptr);
   EXPECT_EQ(pool.idle(), 0u);
   char c;
   EXPECT_LE(read(chatty.server, &c, 1), 0);
