@@ -65,6 +65,9 @@ std::string ErrorResponse(int status, absl::string_view reason, absl::string_vie
 void ServeRequests(ExchangePeers& peers, Stream& client, std::string head,
                    const std::string& conn_host, uint16_t conn_port, pb::Path via) {
   while (ServeHttp(peers, client, head, conn_host, conn_port, via)) {
+    // A client sends its next request once it has this response, most
+    // often.
+    client.ExpectWait();
     auto next = ReadHead(client, kMaxHead);
     if (!next.ok()) {
       if (next.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -243,7 +246,10 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
     // ended cleanly before a byte of the answer: not after an error or a
     // timeout, where the server may be working on it.
     bool none_read = !sent;
-    if (sent) resp_head = ReadHead(*upstream, kMaxHead, &none_read);
+    if (sent) {
+      upstream->ExpectWait();  // the answer is seldom there yet
+      resp_head = ReadHead(*upstream, kMaxHead, &none_read);
+    }
     if (kept && none_read) {
       upstream.reset();  // closed by the server while kept: a new one
       continue;

@@ -45,6 +45,10 @@ ssize_t Stream::Read(char* buf, size_t n) {
     unread_.erase(0, k);
     return static_cast<ssize_t>(k);
   }
+  if (wait_first_) {
+    wait_first_ = false;
+    if (!TlsLeftovers() && !WaitFor(POLLIN)) return -1;
+  }
   while (true) {
     if (ssl_ != nullptr) {
       // OpenSSL's error queue and errno belong to the thread, which other

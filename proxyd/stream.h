@@ -46,6 +46,10 @@ class Stream {
   // stream, -1 on error or timeout (errno ETIMEDOUT).
   ssize_t Read(char* buf, size_t n);
   bool WriteAll(absl::string_view data);
+  // ExpectWait says the peer has nothing to send yet (it waits for what
+  // was just written to it): the next Read waits for the socket before
+  // reading, sparing a read that would find nothing.
+  void ExpectWait() { wait_first_ = true; }
   // ShutdownWrite sends end of stream (TLS close_notify, then FIN).
   void ShutdownWrite();
   // Release gives up the plain socket (no TLS on it): it is no longer
@@ -75,6 +79,7 @@ class Stream {
   std::chrono::milliseconds timeout_ = kStreamTimeout;
   UniqueSsl ssl_;
   std::string unread_;
+  bool wait_first_ = false;  // ExpectWait
   bool write_shut_ = false;
 };
 

@@ -96,5 +96,42 @@ TEST(StreamTest, AFailedTlsConnectionLeavesNothingForAnotherOnTheSameLoop) {
   for (int fd : {a.server, a.client, b.server, b.client}) close(fd);
 }
 
+TEST(StreamTest, ExpectWaitChangesNothingAReaderSees) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds), 0);
+  Stream s(fds[0]);
+  s.set_timeout(milliseconds(200));
+  char buf[16];
+  // Bytes already there: read at once.
+  ASSERT_EQ(write(fds[1], "ab", 2), 2);
+  s.ExpectWait();
+  ASSERT_EQ(s.Read(buf, sizeof(buf)), 2);
+  EXPECT_EQ(std::string(buf, 2), "ab");
+  // Bytes read past a head come first, without waiting.
+  s.unread() = "cd";
+  s.ExpectWait();
+  ASSERT_EQ(s.Read(buf, sizeof(buf)), 2);
+  EXPECT_EQ(std::string(buf, 2), "cd");
+  // Nothing: the wait keeps the stream's time limit.
+  s.ExpectWait();
+  errno = 0;
+  EXPECT_EQ(s.Read(buf, sizeof(buf)), -1);
+  EXPECT_EQ(errno, ETIMEDOUT);
+  // Bytes that come while it waits, and then the end.
+  std::thread later([&] {
+    std::this_thread::sleep_for(milliseconds(30));
+    (void)!write(fds[1], "ef", 2);
+    shutdown(fds[1], SHUT_WR);
+  });
+  s.set_timeout(milliseconds(5000));
+  s.ExpectWait();
+  ASSERT_EQ(s.Read(buf, sizeof(buf)), 2);
+  EXPECT_EQ(std::string(buf, 2), "ef");
+  s.ExpectWait();
+  EXPECT_EQ(s.Read(buf, sizeof(buf)), 0);
+  later.join();
+  close(fds[1]);
+}
+
 }  // namespace
 }  // namespace airlock::proxyd
