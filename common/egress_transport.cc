@@ -253,6 +253,7 @@ bool EgressTransport::Read(agent::v1::EgressFrames* message,
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN) {
+      ++read_waits_;
       if (!Wait(POLLIN, deadline)) return false;
       continue;
     }

@@ -72,6 +72,10 @@ class EgressTransport {
   // its own (proxyd's fibers) gives one that does not hold that loop up.
   // Before the first Read or Write.
   void UsePoll(int (*poll_fn)(pollfd*, nfds_t, int)) { poll_ = poll_fn; }
+  // How many times Read has waited for the peer so far: a reader that
+  // sees it unchanged over many messages is being kept busy. The reader's
+  // thread only.
+  uint64_t read_waits() const { return read_waits_; }
 
  private:
   // Wait polls the fd for `events` and the wake-up; false when shut down,
@@ -88,6 +92,7 @@ class EgressTransport {
   bool socket_ = false;  // send with MSG_NOSIGNAL; else write (a virtio port)
   std::unique_ptr<char[]> in_;
   size_t in_cap_ = 0, in_start_ = 0, in_end_ = 0;
+  uint64_t read_waits_ = 0;
   std::string out_;
   std::atomic<bool> down_{false};
   mutable std::mutex mu_;

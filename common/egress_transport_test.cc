@@ -70,6 +70,30 @@ TEST_F(EgressTransportTest, MessagesCrossWholeAndInOrder) {
   EXPECT_FALSE(a.Write(Data(1, "after")));
 }
 
+TEST_F(EgressTransportTest, ReadWaitsCountsOnlyTheReadsThatHadToWait) {
+  EgressTransport a(sp_[0]);
+  EgressTransport b(sp_[1]);
+  sp_[1] = -1;
+  // Three messages already there: read without a wait.
+  ASSERT_TRUE(a.Write(Data(1, "one")) && a.Write(Data(2, "two")) && a.Write(Data(3, "three")));
+  EgressFrames m;
+  ASSERT_TRUE(b.Read(&m));
+  uint64_t after_first = b.read_waits();
+  ASSERT_TRUE(b.Read(&m));
+  ASSERT_TRUE(b.Read(&m));
+  EXPECT_EQ(m.frames(0).data(), "three");
+  EXPECT_EQ(b.read_waits(), after_first);
+  // The next one comes later: that read waits.
+  auto writer = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return a.Write(Data(4, "four"));
+  });
+  ASSERT_TRUE(b.Read(&m));
+  EXPECT_EQ(m.frames(0).data(), "four");
+  EXPECT_GT(b.read_waits(), after_first);
+  EXPECT_TRUE(writer.get());
+}
+
 TEST_F(EgressTransportTest, BytesThatCameWithTheHelloAndOneByteAtATime) {
   std::string wire = Wire(Data(7, "hello bytes")) + Wire(Data(9, "more"));
   // The first 6 bytes were read with the hello; the rest trickles in.

@@ -37,7 +37,7 @@ bool Handlers::Spawn(std::function<void()> fn) {
     fn = nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     if (--running_ == 0) drained_.notify_all();
-  });
+  }, &share_);
   if (!spawned) {
     std::lock_guard<std::mutex> lock(mu_);
     if (--running_ == 0) drained_.notify_all();

@@ -47,7 +47,8 @@ class ConnectionCaps {
 
 // Handlers runs one attachment's connection handlers as fibers on
 // proxyd's loops (fibers.h) and keeps count of them, so that JoinAll can
-// wait for every one. Nothing is detached.
+// wait for every one. Nothing is detached. Their work on helper threads
+// is bounded together (a BlockingShare).
 class Handlers {
  public:
   // On loop `loop` of `loops` (FiberLoops::PickLoop).
@@ -69,6 +70,9 @@ class Handlers {
  private:
   std::shared_ptr<FiberLoops> loops_;
   const size_t loop_;
+  // The handlers' RunBlocking work together (name lookups, secretsd
+  // calls): one sandbox cannot hold every helper.
+  BlockingShare share_;
   mutable std::mutex mu_;
   std::condition_variable drained_;
   size_t running_ = 0;

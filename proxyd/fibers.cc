@@ -72,6 +72,7 @@ struct GivenStack {
 
 struct FiberLoops::Fiber {
   std::function<void()> fn;
+  BlockingShare* share = nullptr;  // RunBlocking's, or none
   bctx::stack_context stack;
   bctx::fiber self;  // the fiber while it is parked
   bctx::fiber back;  // the loop, while the fiber runs
@@ -324,17 +325,39 @@ int FiberLoops::Loop::Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms) {
 }
 
 void FiberLoops::Loop::Blocking(Fiber* f, const std::function<void()>& fn) {
-  f->fds = nullptr;
-  f->nfds = 0;
-  f->timed = false;
-  f->waiting = true;
+  auto park = [&] {
+    f->fds = nullptr;
+    f->nfds = 0;
+    f->timed = false;
+    f->waiting = true;
+    Park(f);
+  };
+  BlockingShare* share = f->share;
+  if (share != nullptr) {
+    if (share->in_use_ < share->limit_) {
+      ++share->in_use_;
+    } else {
+      // Readied by a job of the share that ended, its slot passed on.
+      share->waiting_.push_back(f);
+      park();
+    }
+  }
   // The fiber stays parked until Wake, so `fn` (on its stack) outlives
   // the job.
   helpers_->Submit([this, f, &fn] {
     fn();
     Wake(f);
   });
-  Park(f);
+  park();
+  if (share != nullptr) {
+    if (share->waiting_.empty()) {
+      --share->in_use_;
+    } else {
+      Fiber* next = share->waiting_.front();
+      share->waiting_.pop_front();
+      Ready(next);
+    }
+  }
 }
 
 void FiberLoops::Loop::Ready(Fiber* f) {
@@ -482,7 +505,7 @@ bool FiberLoops::Spawn(std::function<void()> fn) { return SpawnOn(PickLoop(), st
 
 size_t FiberLoops::PickLoop() { return next_.fetch_add(1) % loop_count_; }
 
-bool FiberLoops::SpawnOn(size_t loop, std::function<void()> fn) {
+bool FiberLoops::SpawnOn(size_t loop, std::function<void()> fn, BlockingShare* share) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
@@ -496,6 +519,7 @@ bool FiberLoops::SpawnOn(size_t loop, std::function<void()> fn) {
     return false;
   }
   f->fn = std::move(fn);
+  f->share = share;
   loops_[loop % loop_count_]->Start(f.release());
   return true;
 }

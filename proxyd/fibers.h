@@ -28,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,8 @@ namespace airlock::proxyd {
 // A fiber's stack: the handlers keep 64 KiB copy buffers on theirs, and
 // OpenSSL needs a few KiB more. Pages are committed as they are touched.
 inline constexpr size_t kFiberStackBytes = 256 * 1024;
+
+class BlockingShare;
 
 class FiberLoops {
  public:
@@ -57,7 +60,9 @@ class FiberLoops {
   // Spawn): fibers that hand each other bytes (one sandbox's mux and its
   // connections' handlers) then share a thread.
   size_t PickLoop();
-  bool SpawnOn(size_t loop, std::function<void()> fn);
+  // With `share`, the fiber's RunBlocking work counts against it (see
+  // BlockingShare); every fiber of a share must run on the same loop.
+  bool SpawnOn(size_t loop, std::function<void()> fn, BlockingShare* share = nullptr);
   // Stop refuses new fibers, waits for every fiber to end, then ends the
   // loops and the helpers. Idempotent.
   void Stop();
@@ -87,6 +92,29 @@ class FiberLoops {
   size_t alive_ = 0;
   bool stopping_ = false;
   bool stopped_ = false;
+};
+
+// BlockingShare bounds how many of RunBlocking's helpers the fibers
+// started with it (one sandbox's) hold at once: past `limit` jobs in
+// progress, its next fiber's job waits for one of them to end, while
+// fibers of other shares go on. A sandbox that floods slow name lookups
+// then delays its own, not other sandboxes' lookups and credential calls.
+// All of a share's fibers run on one loop (its state is that loop's), and
+// the share outlives them.
+inline constexpr size_t kBlockingPerShare = 16;
+
+class BlockingShare {
+ public:
+  explicit BlockingShare(size_t limit = kBlockingPerShare) : limit_(limit < 1 ? 1 : limit) {}
+  BlockingShare(const BlockingShare&) = delete;
+  BlockingShare& operator=(const BlockingShare&) = delete;
+
+ private:
+  friend class FiberLoops;
+  const size_t limit_;
+  // The loop's thread only: jobs on a helper now, fibers waiting for one.
+  size_t in_use_ = 0;
+  std::deque<FiberLoops::Fiber*> waiting_;
 };
 
 // Poll is poll(2) for the caller: on a fiber it parks the fiber until one

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -348,6 +350,61 @@ TEST(FibersTest, AWakersWaitStillEndsWhenItsDescriptorIsReady) {
   ASSERT_EQ(write(p.fd[1], "x", 1), 1);
   ASSERT_TRUE(WaitUntil([&] { return returned.load(); }));
   loops.Stop();
+}
+
+TEST(FibersTest, ABlockingShareBoundsItsOwnJobsAndNoOneElses) {
+  // One sandbox's slow lookups (share A) hold at most its limit of the
+  // helpers; another sandbox's (share B) run meanwhile.
+  FiberLoops loops(1, 1);
+  BlockingShare a(2), b(2);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> now_a{0}, most_a{0}, done_a{0};
+  std::atomic<bool> b_done{false};
+  // On a failed check, the held jobs end so the loops can stop.
+  struct Release {
+    std::mutex* mu;
+    std::condition_variable* cv;
+    bool* release;
+    ~Release() {
+      std::lock_guard<std::mutex> lock(*mu);
+      *release = true;
+      cv->notify_all();
+    }
+  } release_at_end{&mu, &cv, &release};
+  constexpr int kJobs = 6;
+  for (int i = 0; i < kJobs; ++i) {
+    ASSERT_TRUE(loops.SpawnOn(0, [&] {
+      RunBlocking([&] {
+        int n = ++now_a;
+        int m = most_a.load();
+        while (n > m && !most_a.compare_exchange_weak(m, n)) {
+        }
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return release; });
+        --now_a;
+      });
+      done_a++;
+    }, &a));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return now_a.load() == 2; }));
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(now_a.load(), 2);  // the other four wait for a slot
+  ASSERT_TRUE(loops.SpawnOn(0, [&] {
+    RunBlocking([] {});
+    b_done = true;
+  }, &b));
+  EXPECT_TRUE(WaitUntil([&] { return b_done.load(); }));
+  EXPECT_EQ(done_a.load(), 0);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+    cv.notify_all();
+  }
+  ASSERT_TRUE(WaitUntil([&] { return done_a.load() == kJobs; }));
+  loops.Stop();
+  EXPECT_EQ(most_a.load(), 2);
 }
 
 TEST(FibersTest, BlockingWorkRunsAsideWhileTheLoopGoesOn) {
