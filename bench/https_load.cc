@@ -15,7 +15,9 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -108,6 +110,10 @@ int Dial(int port) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // A stalled connection is an error, not a thread hung past --duration.
+  timeval limit = {10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
     close(fd);
     return -1;
@@ -217,6 +223,9 @@ std::string Get(const Options& o, Conn* c, bool last) {
 int main(int argc, char** argv) {
   Options o;
   if (!Parse(argc, argv, &o)) return 2;
+  // A peer that resets between requests fails the write (an error counted),
+  // not the process.
+  signal(SIGPIPE, SIG_IGN);
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == nullptr || SSL_CTX_load_verify_locations(ctx, o.cafile.c_str(), nullptr) != 1) {
     fprintf(stderr, "https_load: cannot load %s\n", o.cafile.c_str());
@@ -243,6 +252,9 @@ int main(int argc, char** argv) {
         Conn c;
         auto t0 = Clock::now();
         std::string err = Open(o, ctx, &c);
+        // Kept alive, a request's time starts when it is sent (the
+        // connection's handshake is not one request's).
+        if (o.keep_alive) t0 = Clock::now();
         while (err.empty()) {
           bool last = !o.keep_alive || Clock::now() >= deadline;
           err = Get(o, &c, last);

@@ -77,6 +77,8 @@ struct FiberLoops::Fiber {
   bctx::fiber self;  // the fiber while it is parked
   bctx::fiber back;  // the loop, while the fiber runs
   bool done = false;
+  // Its wait was ended by Interrupt (a Waker), not by its descriptors.
+  bool interrupted = false;
   // A wait in progress: the descriptors, and when it ends at the latest.
   bool waiting = false;
   pollfd* fds = nullptr;
@@ -200,7 +202,10 @@ class FiberLoops::Loop {
   void Blocking(Fiber* f, const std::function<void()>& fn);
   // Interrupt ends `f`'s wait now (its Poll returns what is reported so
   // far); on the loop's thread.
-  void Interrupt(Fiber* f) { Ready(f); }
+  void Interrupt(Fiber* f) {
+    f->interrupted = true;
+    Ready(f);
+  }
   void Yield(Fiber* f) {
     yielded_.push_back(f);
     Park(f);
@@ -285,6 +290,7 @@ short FiberLoops::Loop::Wanted(const Waiters& w, int fd) {
 
 int FiberLoops::Loop::Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms) {
   bool unwatched = false;
+  f->interrupted = false;
   f->fds = fds;
   f->nfds = n;
   for (nfds_t i = 0; i < n; ++i) {
@@ -312,6 +318,9 @@ int FiberLoops::Loop::Wait(Fiber* f, pollfd* fds, nfds_t n, int timeout_ms) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) return 0;
       Wait(f, nullptr, 0, static_cast<int>(std::min<int64_t>(10, left.count())));
+      // A Waker's wake ends this wait too (its caller wrote no
+      // descriptor for poll(2) to see).
+      if (f->interrupted) return 0;
     }
   }
   f->timed = timeout_ms >= 0;
@@ -578,7 +587,10 @@ void Yield() {
 
 void Waker::Wait(int fd, int timeout_ms) {
   pollfd p = {fd, POLLIN, 0};
-  if (t_fiber == nullptr || waiting_ != nullptr) {
+  FiberLoops::Loop* mine = loop_.load();
+  // One loop's: a fiber of another loop (or a plain thread) only waits
+  // for the descriptor.
+  if (t_fiber == nullptr || waiting_ != nullptr || (mine != nullptr && mine != t_loop)) {
     Poll(&p, 1, timeout_ms);
     return;
   }
@@ -601,6 +613,33 @@ bool Waker::Wake() {
     woken_ = true;
   }
   return true;
+}
+
+void RunOnOwnThread(const std::function<void()>& fn) {
+  if (t_fiber == nullptr) {
+    fn();
+    return;
+  }
+  int done = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  std::thread t;
+  try {
+    if (done < 0) throw std::system_error(errno, std::generic_category());
+    t = std::thread([&] {
+      fn();
+      uint64_t one = 1;
+      (void)!write(done, &one, sizeof(one));
+    });
+  } catch (const std::system_error&) {
+    // No thread or descriptor to be had: the shared helpers, then.
+    if (done >= 0) close(done);
+    RunBlocking(fn);
+    return;
+  }
+  pollfd p = {done, POLLIN, 0};
+  while (Poll(&p, 1, -1) <= 0) {
+  }
+  t.join();  // it has written: only its end is left
+  close(done);
 }
 
 bool OnFiber() { return t_fiber != nullptr; }

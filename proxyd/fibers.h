@@ -101,7 +101,7 @@ class FiberLoops {
 // then delays its own, not other sandboxes' lookups and credential calls.
 // All of a share's fibers run on one loop (its state is that loop's), and
 // the share outlives them.
-inline constexpr size_t kBlockingPerShare = 16;
+inline constexpr size_t kBlockingPerShare = 8;
 
 class BlockingShare {
  public:
@@ -164,6 +164,12 @@ class Waker {
   FiberLoops::Fiber* waiting_ = nullptr;
   bool woken_ = false;
 };
+
+// RunOnOwnThread is RunBlocking on a thread started for `fn` alone: for
+// work whose length someone else decides (a guest's answer to the egress
+// port's hello, up to its time limit) and that must not wait behind the
+// shared helpers' queue.
+void RunOnOwnThread(const std::function<void()>& fn);
 
 // OnFiber says whether the caller runs on a fiber.
 bool OnFiber();

@@ -407,6 +407,50 @@ TEST(FibersTest, ABlockingShareBoundsItsOwnJobsAndNoOneElses) {
   EXPECT_EQ(most_a.load(), 2);
 }
 
+TEST(FibersTest, RunOnOwnThreadDoesNotWaitBehindBusyHelpers) {
+  // Every helper busy (other sandboxes' slow lookups) and one more job
+  // queued: a tunnel's hello still runs at once.
+  FiberLoops loops(1, 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> running{0};
+  struct Release {
+    std::mutex* mu;
+    std::condition_variable* cv;
+    bool* release;
+    ~Release() {
+      std::lock_guard<std::mutex> lock(*mu);
+      *release = true;
+      cv->notify_all();
+    }
+  } release_at_end{&mu, &cv, &release};
+  constexpr int kHelpers = 64;  // FiberLoops' most
+  for (int i = 0; i < kHelpers + 1; ++i) {
+    ASSERT_TRUE(loops.SpawnOn(0, [&] {
+      RunBlocking([&] {
+        running++;
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return release; });
+      });
+    }));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return running.load() == kHelpers; }));
+  std::atomic<bool> own_done{false};
+  ASSERT_TRUE(loops.SpawnOn(0, [&] {
+    RunOnOwnThread([&] { own_done = true; });
+  }));
+  EXPECT_TRUE(WaitUntil([&] { return own_done.load(); }));
+  EXPECT_EQ(running.load(), kHelpers);  // the queued job still waits
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+    cv.notify_all();
+  }
+  loops.Stop();
+  EXPECT_EQ(running.load(), kHelpers + 1);
+}
+
 TEST(FibersTest, BlockingWorkRunsAsideWhileTheLoopGoesOn) {
   FiberLoops loops(1, 1);
   std::atomic<bool> blocking_done{false};

@@ -118,9 +118,13 @@ std::vector<Placement> Attachment::State::Credentials(const std::string& host, u
   req.set_port(port);
   airlock::secrets::v1::ResolveResponse resp;
   grpc::Status s;
+  // Cancelled when the attachment stops (its handlers then end without
+  // waiting out the deadline); none made once it is stopping.
+  if (!Track(&ctx)) return out;
   // A gRPC call blocks its thread: a handler's fiber waits for it aside.
   RunBlocking([&] { s = stub->Resolve(&ctx, req, &resp); });
-  if (!s.ok()) {
+  Untrack(&ctx);
+  if (!s.ok() && !Stopping()) {
     // Once every 10 s at most: a secretsd that is down must not flood the log.
     int64_t now = NowMs();
     int64_t last = last_secrets_warning.load();

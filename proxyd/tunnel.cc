@@ -29,9 +29,11 @@ using std::chrono::seconds;
 
 void Attachment::State::RunTunnel() {
   while (!Stopping()) {
-    // The hello's wait blocks a thread: it runs aside.
+    // The hello's wait blocks a thread for as long as the guest takes (up
+    // to 5 s): on a thread of its own, never behind other sandboxes' name
+    // lookups on the shared helpers.
     absl::StatusOr<int> fd = absl::UnavailableError("not connected");
-    RunBlocking([&] { fd = ConnectAgentPort(channel_path, seconds(5)); });
+    RunOnOwnThread([&] { fd = ConnectAgentPort(channel_path, seconds(5)); });
     if (!fd.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu);
