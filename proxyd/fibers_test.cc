@@ -42,6 +42,32 @@ bool WaitUntil(F done) {
   return true;
 }
 
+// Gate holds helper jobs until opened. It must outlive the loops whose
+// jobs wait on it; OpenAtEnd's object, made after the loops, opens it
+// before their Stop, so a failed check leaves no job waiting forever.
+class Gate {
+ public:
+  struct Opener {
+    Gate* gate;
+    ~Opener() { gate->Open(); }
+  };
+  Opener OpenAtEnd() { return Opener{this}; }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
 TEST(FibersTest, EachFiberWakesForItsOwnDescriptor) {
   constexpr int kFibers = 200;
   // Before the loops: they stop (waiting for every fiber) first.
@@ -355,24 +381,12 @@ TEST(FibersTest, AWakersWaitStillEndsWhenItsDescriptorIsReady) {
 TEST(FibersTest, ABlockingShareBoundsItsOwnJobsAndNoOneElses) {
   // One sandbox's slow lookups (share A) hold at most its limit of the
   // helpers; another sandbox's (share B) run meanwhile.
+  Gate gate;
   FiberLoops loops(1, 1);
+  auto open_at_end = gate.OpenAtEnd();  // a failed check still lets the loops stop
   BlockingShare a(2), b(2);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
   std::atomic<int> now_a{0}, most_a{0}, done_a{0};
   std::atomic<bool> b_done{false};
-  // On a failed check, the held jobs end so the loops can stop.
-  struct Release {
-    std::mutex* mu;
-    std::condition_variable* cv;
-    bool* release;
-    ~Release() {
-      std::lock_guard<std::mutex> lock(*mu);
-      *release = true;
-      cv->notify_all();
-    }
-  } release_at_end{&mu, &cv, &release};
   constexpr int kJobs = 6;
   for (int i = 0; i < kJobs; ++i) {
     ASSERT_TRUE(loops.SpawnOn(0, [&] {
@@ -381,8 +395,7 @@ TEST(FibersTest, ABlockingShareBoundsItsOwnJobsAndNoOneElses) {
         int m = most_a.load();
         while (n > m && !most_a.compare_exchange_weak(m, n)) {
         }
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return release; });
+        gate.Wait();
         --now_a;
       });
       done_a++;
@@ -397,11 +410,7 @@ TEST(FibersTest, ABlockingShareBoundsItsOwnJobsAndNoOneElses) {
   }, &b));
   EXPECT_TRUE(WaitUntil([&] { return b_done.load(); }));
   EXPECT_EQ(done_a.load(), 0);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    release = true;
-    cv.notify_all();
-  }
+  gate.Open();
   ASSERT_TRUE(WaitUntil([&] { return done_a.load() == kJobs; }));
   loops.Stop();
   EXPECT_EQ(most_a.load(), 2);
@@ -410,28 +419,16 @@ TEST(FibersTest, ABlockingShareBoundsItsOwnJobsAndNoOneElses) {
 TEST(FibersTest, RunOnOwnThreadDoesNotWaitBehindBusyHelpers) {
   // Every helper busy (other sandboxes' slow lookups) and one more job
   // queued: a tunnel's hello still runs at once.
+  Gate gate;
   FiberLoops loops(1, 1);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
+  auto open_at_end = gate.OpenAtEnd();  // a failed check still lets the loops stop
   std::atomic<int> running{0};
-  struct Release {
-    std::mutex* mu;
-    std::condition_variable* cv;
-    bool* release;
-    ~Release() {
-      std::lock_guard<std::mutex> lock(*mu);
-      *release = true;
-      cv->notify_all();
-    }
-  } release_at_end{&mu, &cv, &release};
   constexpr int kHelpers = 64;  // FiberLoops' most
   for (int i = 0; i < kHelpers + 1; ++i) {
     ASSERT_TRUE(loops.SpawnOn(0, [&] {
       RunBlocking([&] {
         running++;
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return release; });
+        gate.Wait();
       });
     }));
   }
@@ -442,11 +439,7 @@ TEST(FibersTest, RunOnOwnThreadDoesNotWaitBehindBusyHelpers) {
   }));
   EXPECT_TRUE(WaitUntil([&] { return own_done.load(); }));
   EXPECT_EQ(running.load(), kHelpers);  // the queued job still waits
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    release = true;
-    cv.notify_all();
-  }
+  gate.Open();
   loops.Stop();
   EXPECT_EQ(running.load(), kHelpers + 1);
 }

@@ -17,6 +17,7 @@
 #include "common/egress_transport.h"
 #include "gtest/gtest.h"
 #include "proxyd/fibers.h"
+#include "proxyd/mux_runner.h"
 
 namespace airlock::proxyd {
 namespace {
@@ -24,27 +25,36 @@ namespace {
 using agent::v1::EgressFrames;
 using Clock = std::chrono::steady_clock;
 
-// As proxyd's tunnel makes it: fibers of the loop wake the mux through a
-// Waker, other threads through its descriptor.
-EgressMuxRunner RunnerOn(FiberLoops* loops) {
-  EgressMuxRunner r;
-  r.start = [loops](std::function<void()> fn) { return loops->SpawnOn(0, std::move(fn)); };
-  auto waker = std::make_shared<Waker>();
-  r.wait = [waker](int fd, int timeout_ms) { waker->Wait(fd, timeout_ms); };
-  r.wake = [waker] { return waker->Wake(); };
-  return r;
+// A tunnel (ours, the peer's end), a local stream's pair (the handler's
+// end, the mux's end), the transport on ours waiting through Poll, and a
+// mux over it run as proxyd runs one (MuxRunnerOn) on loop 0.
+struct Wiring {
+  int tunnel[2] = {-1, -1};
+  int local[2] = {-1, -1};
+  std::shared_ptr<EgressTransport> transport;
+  std::shared_ptr<EgressMux> mux;
+};
+
+void Wire(FiberLoops* loops, Wiring* w) {
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w->tunnel), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, w->local), 0);
+  w->transport = std::make_shared<EgressTransport>(w->tunnel[0]);
+  w->transport->UsePoll(&Poll);
+  auto transport = w->transport;
+  w->mux = std::make_shared<EgressMux>(
+      [transport](const EgressFrames& b) { return transport->Write(b); }, kEgressWindow,
+      MuxRunnerOn(loops, 0));
 }
 
 TEST(MuxOnFibersTest, AStreamsBytesReachTheTunnelAndAHandlerOnTheSameLoopGoesOn) {
   FiberLoops loops(1, 1);
-  int tunnel[2], local[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tunnel), 0);
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, local), 0);
-  auto transport = std::make_shared<EgressTransport>(tunnel[0]);
-  transport->UsePoll(&Poll);
+  Wiring w;
+  ASSERT_NO_FATAL_FAILURE(Wire(&loops, &w));
+  int* tunnel = w.tunnel;
+  int* local = w.local;
+  auto transport = w.transport;
   {
-    EgressMux mux([transport](const EgressFrames& b) { return transport->Write(b); },
-                  kEgressWindow, RunnerOn(&loops));
+    EgressMux& mux = *w.mux;
     ASSERT_TRUE(mux.Open(7, local[1]));
     // A handler fiber on the same loop writes; the mux carries it out.
     std::atomic<bool> wrote{false};
@@ -67,6 +77,7 @@ TEST(MuxOnFibersTest, AStreamsBytesReachTheTunnelAndAHandlerOnTheSameLoopGoesOn)
     transport->Shutdown();
     mux.Stop();
   }
+  w.mux.reset();
   loops.Stop();
   close(local[0]);
 }
@@ -76,14 +87,12 @@ TEST(MuxOnFibersTest, AReaderOnTheMuxsLoopFeedsItAndStopsItAtTheTunnelsEnd) {
   // runs the mux, it reads while the mux's sends wait on the same
   // descriptor, and at the tunnel's end it stops the mux from that loop.
   FiberLoops loops(1, 1);
-  int tunnel[2], local[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tunnel), 0);
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, local), 0);
-  auto transport = std::make_shared<EgressTransport>(tunnel[0]);
-  transport->UsePoll(&Poll);
-  auto mux = std::make_shared<EgressMux>(
-      [transport](const EgressFrames& b) { return transport->Write(b); }, kEgressWindow,
-      RunnerOn(&loops));
+  Wiring w;
+  ASSERT_NO_FATAL_FAILURE(Wire(&loops, &w));
+  int* tunnel = w.tunnel;
+  int* local = w.local;
+  auto transport = w.transport;
+  auto mux = std::move(w.mux);
   ASSERT_TRUE(mux->Open(7, local[1]));
   std::atomic<bool> stopped{false};
   std::atomic<int> delivered{0};
@@ -171,7 +180,7 @@ TEST(MuxOnFibersTest, StopEndsAMuxParkedInASendThePeerDoesNotRead) {
           sends++;
           return transport->Write(b);
         },
-        kEgressWindow, RunnerOn(&loops));
+        kEgressWindow, MuxRunnerOn(&loops, 0));
     // Whatever happens below, the transport is shut down before the mux
     // is destroyed (its Stop waits for a fiber parked in a send).
     struct ShutdownFirst {

@@ -9,6 +9,7 @@
 #include "common/egress_transport.h"
 #include "common/log.h"
 #include "proxyd/fibers.h"
+#include "proxyd/mux_runner.h"
 #include "proxyd/wire.h"
 
 namespace airlock::proxyd {
@@ -70,19 +71,11 @@ void Attachment::State::RunTunnel() {
       // time. Windows widen only as far as the agent's answer says it
       // accepts. The mux, this reader and the sandbox's handlers are
       // fibers of one loop: the bytes between them do not cross threads.
-      EgressMuxRunner runner;
-      // px outlives every attachment, and so every mux.
-      runner.start = [loops = px->loops.get(), at = loop](std::function<void()> fn) {
-        return loops->SpawnOn(at, std::move(fn));
-      };
-      // This reader wakes the mux without a system call (they share the
-      // loop).
-      auto waker = std::make_shared<Waker>();
-      runner.wait = [waker](int fd, int timeout_ms) { waker->Wait(fd, timeout_ms); };
-      runner.wake = [waker] { return waker->Wake(); };
+      // This reader wakes the mux without a system call. px outlives
+      // every attachment, and so every mux.
       auto mux = std::make_shared<EgressMux>(
           [tunnel](const agentpb::EgressFrames& batch) { return tunnel->Write(batch); },
-          in.start().max_window(), std::move(runner));
+          in.start().max_window(), MuxRunnerOn(px->loops.get(), loop));
       bool flooding = false;
       uint64_t waits = tunnel->read_waits();
       int unbroken = 0;  // messages read since the reader last waited
