@@ -19,6 +19,7 @@
 #include "common/malloc_tuning.h"
 #include "guest/agent_service.h"
 #include "guest/boot.h"
+#include "guest/boot_watch.h"
 #include "guest/users.h"
 #include "guest/channel.h"
 #include "guest/egress.h"
@@ -57,49 +58,69 @@ int RunAsInit() {
     Console(airlock::guest::kProbeMarker);
     airlock::guest::PowerOff();
   }
+  // A boot that hangs says on the console where (the kernel runs quiet).
+  static airlock::guest::BootWatch watch(absl::Seconds(15), absl::Seconds(15));
   // Beside the boot's own steps; the servers below find it done.
-  std::thread grpc_ready([] { airlock::guest::InitGrpc(); });
+  std::thread grpc_ready([] {
+    auto step = watch.Begin("starting gRPC");
+    airlock::guest::InitGrpc();
+  });
   // Three chains, so that a boot waits for the longest, not their sum:
   // the egress interface and its ruleset on a thread of their own (their
   // modules, then nft), the root disk and the ports here, and modules
   // nothing needs before the agent answers after the switch.
   std::future<absl::Status> egress_ready = std::async(std::launch::async, [] {
+    auto step = watch.Begin("loading the network modules");
     if (absl::Status s = airlock::guest::LoadModules("/lib/modules", airlock::guest::kNetModules);
         !s.ok()) {
       return s;
     }
+    step.Finish();
+    step = watch.Begin("setting up the egress interface");
     if (absl::Status s = airlock::guest::SetUpEgressInterface(); !s.ok()) return s;
+    step.Finish();
+    step = watch.Begin("loading the egress ruleset");
     auto nft = airlock::guest::Spawn({"/sbin/nft", "-f", "/etc/airlock/egress.nft"});
     if (!nft.ok()) return nft.status();
     return airlock::guest::Await(*nft,
                                  "loading the egress ruleset (nft -f /etc/airlock/egress.nft)");
   });
+  auto step = watch.Begin("loading modules");
   if (absl::Status s = airlock::guest::LoadModules("/lib/modules"); !s.ok()) Fail(s);
   auto late = airlock::guest::OpenModules("/lib/modules", airlock::guest::kLateModules);
   if (!late.ok()) Fail(late.status());
+  step = watch.Begin("mounting the root disk");
   if (absl::Status s = airlock::guest::MountRoot(params.root_device, "/sysroot"); !s.ok()) Fail(s);
+  step = watch.Begin("finding the agent's ports");
   auto port = airlock::guest::FindVirtioPort(params.port_name);
   if (!port.ok()) Fail(port.status());
   auto egress_port = airlock::guest::FindVirtioPort(airlock::guest::kEgressPortName);
   if (!egress_port.ok()) Fail(egress_port.status());
   // The egress redirect must be in place before any guest process runs.
+  step.Finish();
   if (absl::Status s = egress_ready.get(); !s.ok()) Fail(s);
   // After the egress chain: the Docker list leaves out what it loaded.
   if (params.docker) {
+    step = watch.Begin("loading the Docker modules");
     if (absl::Status s =
             airlock::guest::LoadModules("/lib/modules", airlock::guest::kDockerModules);
         !s.ok()) {
       Fail(s);
     }
   }
+  step = watch.Begin("switching to the root disk");
   if (absl::Status s = airlock::guest::SwitchRoot("/sysroot", params.hostname); !s.ok()) Fail(s);
   airlock::guest::StartLateModules(std::move(*late));
+  step = watch.Begin("writing the egress settings");
   if (absl::Status s = airlock::guest::WriteEgressConfig(""); !s.ok()) Fail(s);
   if (params.ensure_agent_user) {
+    step = watch.Begin("making the agent user");
     if (absl::Status s = airlock::guest::EnsureAgentUser(""); !s.ok()) Fail(s);
   }
 
+  step.Finish();
   grpc_ready.join();
+  step = watch.Begin("starting the agent's servers");
   // Egress: the agent's listeners, served to proxyd on the egress port.
   static airlock::guest::EgressService egress;
   if (absl::Status s = egress.Listen(airlock::guest::kTransparentPort,
@@ -119,8 +140,11 @@ int RunAsInit() {
                                       airlock::guest::ApplyClaim);
   std::unique_ptr<grpc::Server> server = BuildServer(&service, "");
   if (!server) Fail(absl::InternalError("cannot start the gRPC server"));
-  airlock::guest::ServePort(server.get(), *port,
-                            [] { Console(airlock::guest::kReadyMarker); });
+  step.Finish();
+  airlock::guest::ServePort(server.get(), *port, [] {
+    watch.Done();
+    Console(airlock::guest::kReadyMarker);
+  });
 }
 
 }  // namespace

@@ -524,6 +524,14 @@ std::string SandboxManager::FailureReason(const std::string& name, const std::st
   std::string out = what;
   std::string vmm_log = Tail(dir + "/vmm.log", 5);
   if (!vmm_log.empty()) absl::StrAppend(&out, "\nhypervisor log:\n", vmm_log);
+  // A share's server that stalls stalls the guest (QEMU waits for its
+  // answers): its log belongs beside the console's.
+  for (int i = 0;; ++i) {
+    std::string path = absl::StrCat(dir, "/virtiofsd", i, ".log");
+    if (access(path.c_str(), F_OK) != 0) break;
+    std::string log = Tail(path, 5);
+    if (!log.empty()) absl::StrAppend(&out, "\nshare ", i, " server log (", path, "):\n", log);
+  }
   absl::StrAppend(&out, "\nconsole (", dir, "/console.log):\n", Tail(dir + "/console.log", 15));
   return out;
 }
