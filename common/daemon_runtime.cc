@@ -206,7 +206,8 @@ void DaemonRuntime::RequestStop() {
 }
 
 absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
-                                  std::function<void()> on_stop) {
+                                  std::function<void()> on_stop,
+                                  std::function<void()> on_stopping) {
   const DaemonConfig& c = config_;
   auto listen_fd = BindUnixSocket(c.socket_path);
   if (!listen_fd.ok()) return listen_fd.status();
@@ -316,6 +317,7 @@ absl::Status DaemonRuntime::Serve(const std::vector<grpc::Service*>& services,
   close(*listen_fd);
   unlink(c.socket_path.c_str());
   health.Shutdown();
+  if (on_stopping) on_stopping();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   if (on_stop) on_stop();
   close(wake[0]);

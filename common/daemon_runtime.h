@@ -33,10 +33,13 @@ class DaemonRuntime {
 
   // Serve registers `services` beside health, reflection and
   // airlock.daemon.v1.Daemon, listens, and blocks until SIGTERM or SIGINT
-  // (or RequestStop). Then it stops accepting, lets calls in flight finish
-  // for up to 5 s, runs `on_stop`, and removes the socket.
+  // (or RequestStop). Then it stops accepting, runs `on_stopping` (which
+  // ends calls that would otherwise run on, such as watch streams), lets
+  // calls in flight finish for up to 5 s, runs `on_stop`, and removes the
+  // socket.
   absl::Status Serve(const std::vector<grpc::Service*>& services,
-                     std::function<void()> on_stop = nullptr);
+                     std::function<void()> on_stop = nullptr,
+                     std::function<void()> on_stopping = nullptr);
 
   // RequestStop makes Serve return as if SIGTERM had arrived.
   static void RequestStop();

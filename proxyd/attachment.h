@@ -30,6 +30,7 @@
 #include "proxyd/connections.h"
 #include "proxyd/decision_log.h"
 #include "proxyd/operator_network.h"
+#include "proxyd/secrets_client.h"
 #include "proxyd/inject.h"
 #include "proxyd/tls.h"
 #include "proxyd/upstream.h"
@@ -50,8 +51,9 @@ struct ProxyContext {
   DecisionLog* log = nullptr;
   // policyd, asked for the sandbox's compiled policy.
   Peer policyd;
-  // secretsd, asked for the credentials of each allowed request.
-  std::shared_ptr<grpc::Channel> secretsd;
+  // secretsd, asked for the credentials of each allowed request (null:
+  // none are placed).
+  SecretsClient* secrets = nullptr;
   // Open connections, per sandbox and in all.
   std::shared_ptr<ConnectionCaps> caps = std::make_shared<ConnectionCaps>();
   // The loops every attachment's connection handlers run on.

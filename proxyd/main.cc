@@ -101,9 +101,14 @@ int main(int argc, char** argv) {
     auto secretsd = airlock::PeerFromConfig(c, "secretsd");
     if (!secretsd.ok()) return secretsd.status();
     px.policyd = *std::move(policyd);
-    px.secretsd = secretsd->Dial();
+    airlock::proxyd::SecretsClient secrets(secretsd->Dial());
+    secrets.Start();
+    px.secrets = &secrets;
     airlock::proxyd::ProxyService service(&rt.state(), &px);
     if (absl::Status s = service.Init(); !s.ok()) return s;
-    return rt.Serve({&service}, [&] { service.Shutdown(); });
+    return rt.Serve({&service}, [&] {
+      service.Shutdown();
+      secrets.Stop();
+    });
   });
 }

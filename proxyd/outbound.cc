@@ -107,37 +107,31 @@ void Attachment::State::Record(const std::string& host, uint16_t port, const std
 }
 
 std::vector<Placement> Attachment::State::Credentials(const std::string& host, uint16_t port) {
-  std::vector<Placement> out;
-  if (px->secretsd == nullptr) return out;
-  auto stub = airlock::secrets::v1::Secrets::NewStub(px->secretsd);
+  if (px->secrets == nullptr) return {};
+  if (auto kept = px->secrets->Cached(sandbox, host, port)) return *std::move(kept);
   grpc::ClientContext ctx;
   DeadlineAfter(ctx, seconds(5));
-  airlock::secrets::v1::ResolveRequest req;
-  req.set_sandbox(sandbox);
-  req.set_host(host);
-  req.set_port(port);
-  airlock::secrets::v1::ResolveResponse resp;
-  grpc::Status s;
   // Cancelled when the attachment stops (its handlers then end without
   // waiting out the deadline); none made once it is stopping.
-  if (!Track(&ctx)) return out;
+  if (!Track(&ctx)) return {};
+  absl::StatusOr<std::vector<Placement>> resolved;
   // A gRPC call blocks its thread: a handler's fiber waits for it aside.
-  RunBlocking([&] { s = stub->Resolve(&ctx, req, &resp); });
+  RunBlocking([&] { resolved = px->secrets->Resolve(&ctx, sandbox, host, port); });
   Untrack(&ctx);
-  if (!s.ok() && !Stopping()) {
+  if (!resolved.ok()) {
+    if (Stopping()) return {};
     // Once every 10 s at most: a secretsd that is down must not flood the log.
     int64_t now = NowMs();
     int64_t last = last_secrets_warning.load();
     if (now - last > 10000 && last_secrets_warning.compare_exchange_strong(last, now)) {
       AIRLOCK_LOG_WARN("cannot resolve credentials; requests go without them",
-                       {{"sandbox", sandbox}, {"host", host}, {"error", s.error_message()}});
+                       {{"sandbox", sandbox},
+                        {"host", host},
+                        {"error", std::string(resolved.status().message())}});
     }
-    return out;
+    return {};
   }
-  for (const auto& c : resp.credentials()) {
-    out.push_back(PlacementFromWire(c));
-  }
-  return out;
+  return *std::move(resolved);
 }
 
 void Attachment::State::InterceptForCredentials(const std::string& host, uint16_t port,

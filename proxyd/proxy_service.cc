@@ -86,6 +86,7 @@ grpc::Status ProxyService::Detach(grpc::ServerContext*, const pb::DetachRequest*
                         absl::StrCat("sandbox ", req->sandbox(), " is not attached"));
   }
   a.reset();
+  if (px_->secrets != nullptr) px_->secrets->Forget(req->sandbox());
   AIRLOCK_LOG_INFO("egress detached", {{"sandbox", req->sandbox()}});
   return grpc::Status::OK;
 }

@@ -56,6 +56,6 @@ int main(int argc, char** argv) {
     sd::SecretsService service(store->get(), policy);
     AIRLOCK_LOG_INFO("secret store open",
                      {{"key_file", key_file}, {"proxyd_exe", *proxyd}, {"vmmd_exe", *vmmd}});
-    return rt.Serve({&service});
+    return rt.Serve({&service}, nullptr, [&] { service.EndStreams(); });
   });
 }

@@ -438,6 +438,7 @@ absl::StatusOr<SecretInfo> SecretStore::Set(const SecretSpec& spec) {
   const std::string hosts_text = absl::StrJoin(hosts, "\n");
 
   std::lock_guard<std::mutex> lock(mu_);
+  ++revision_;  // before the change: see Revision
   auto existing = Rows("id = ?", {id});
   if (!existing.ok()) return existing.status();
   // A registry secret has no sentinel: nothing of it reaches a guest.
@@ -594,6 +595,7 @@ absl::StatusOr<std::vector<SecretInfo>> SecretStore::List(const std::string& san
 absl::Status SecretStore::Delete(const std::string& id) {
   if (id.empty()) return absl::InvalidArgumentError("id is required");
   std::lock_guard<std::mutex> lock(mu_);
+  ++revision_;  // before the change: see Revision
   if (absl::Status s = db_->Exec("DELETE FROM secrets WHERE id = ?", {id}); !s.ok()) return s;
   if (db_->Changes() == 0) {
     return absl::NotFoundError(
@@ -606,6 +608,7 @@ absl::StatusOr<std::map<std::string, std::string>> SecretStore::Sentinels(
     const std::string& sandbox, bool without_globals, bool registry_credentials) {
   if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
+  ++revision_;  // before the change: see Revision
   if (registry_credentials && !without_globals) {
     auto registered = Registered(sandbox);
     if (!registered.ok()) return registered.status();
@@ -644,13 +647,15 @@ absl::StatusOr<std::map<std::string, std::string>> SecretStore::Sentinels(
 
 absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& sandbox,
                                                              const std::string& host,
-                                                             uint16_t port) {
+                                                             uint16_t port, uint64_t* revision) {
+  if (revision != nullptr) *revision = Revision();
   if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
   if (host.empty()) return absl::InvalidArgumentError("host is required");
   auto h = NormalizeRequestHost(host);
   // Host patterns are DNS names, so anything else has no credential.
   if (!h.ok()) return std::vector<Credential>();
   std::lock_guard<std::mutex> lock(mu_);
+  if (revision != nullptr) *revision = revision_;
   auto rows = InEffect(sandbox, Unregistered::kNoGlobals);
   if (!rows.ok()) return rows.status();
   auto bindings = Bindings(sandbox);
@@ -705,6 +710,11 @@ absl::StatusOr<std::vector<Credential>> SecretStore::Resolve(const std::string& 
   return out;
 }
 
+uint64_t SecretStore::Revision() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return revision_;
+}
+
 absl::StatusOr<RegistryCredential> SecretStore::ResolveRegistry(const std::string& host) {
   if (host.empty()) return absl::InvalidArgumentError("host is required");
   auto h = NormalizeRegistryHost("host", host);
@@ -736,6 +746,7 @@ absl::StatusOr<std::vector<std::string>> SecretStore::BindKit(
   auto valid = ValidateBindings(sandbox, bindings);
   if (!valid.ok()) return valid.status();
   std::lock_guard<std::mutex> lock(mu_);
+  ++revision_;  // before the change: see Revision
   absl::Status s = InTransaction(db_, [&]() -> absl::Status {
     auto registered = Registered(sandbox);
     if (!registered.ok()) return registered.status();
@@ -772,6 +783,7 @@ absl::StatusOr<std::vector<std::string>> SecretStore::BindKit(
 absl::StatusOr<int> SecretStore::ForgetSandbox(const std::string& sandbox, bool keep_secrets) {
   if (sandbox.empty()) return absl::InvalidArgumentError("sandbox is required");
   std::lock_guard<std::mutex> lock(mu_);
+  ++revision_;  // before the change: see Revision
   int64_t deleted = 0;
   absl::Status s = InTransaction(db_, [&] {
     if (!keep_secrets) {

@@ -160,8 +160,19 @@ class SecretStore {
   // A sandbox registered with registry credentials also gets each registry
   // secret that RegistryCredentialApplies to `host` and `port` (0: 443),
   // as "basic:USERNAME" with the password and no sentinel.
+  // `revision`, when given, is set to the Revision the answer is of (also
+  // when the host has no credential or is refused).
   absl::StatusOr<std::vector<Credential>> Resolve(const std::string& sandbox,
-                                                  const std::string& host, uint16_t port = 0);
+                                                  const std::string& host, uint16_t port = 0,
+                                                  uint64_t* revision = nullptr);
+
+  // Revision counts the calls that may change what Resolve answers (Set,
+  // Delete, Sentinels, BindKit, ForgetSandbox), from 0 at Open: a Resolve
+  // that reported revision R answers as any Resolve would until Revision
+  // moves past R. Each of those calls moves it as it starts (under the
+  // lock the change is made under), so an answer is never of a revision
+  // whose change was half made.
+  uint64_t Revision();
 
   // ResolveRegistry returns the credential stored for the registry `host`
   // (host[:port], case ignored); NOT_FOUND when there is none,
@@ -233,6 +244,7 @@ class SecretStore {
   StateDb* db_;
   SecretKey key_;
   std::mutex mu_;
+  uint64_t revision_ = 0;  // guarded by mu_
 };
 
 }  // namespace airlock::secretsd

@@ -2,6 +2,11 @@
 
 #include <grpc/grpc_security_constants.h>
 
+#include <condition_variable>
+#include <deque>
+#include <random>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/inject_format.h"
@@ -62,6 +67,34 @@ CallerIdentity IdentifyCaller(const grpc::ServerContext& ctx) {
   return id;
 }
 
+namespace {
+
+uint64_t NewInstance() {
+  std::random_device rd;
+  uint64_t v = 0;
+  while (v == 0) v = (static_cast<uint64_t>(rd()) << 32) | rd();
+  return v;
+}
+
+}  // namespace
+
+SecretsService::SecretsService(SecretStore* store, ResolverPolicy policy,
+                               std::chrono::milliseconds lease)
+    : store_(store),
+      policy_(std::move(policy)),
+      instance_(NewInstance()),
+      // The margin covers the two clocks' drift over a lease.
+      board_(lease, lease / 10 + std::chrono::milliseconds(10)) {}
+
+void SecretsService::Changed() {
+  int late = board_.Changed(store_->Revision());
+  if (late > 0) {
+    AIRLOCK_LOG_WARN("a secrets watcher did not acknowledge a change; waited out its lease",
+                     {{"watchers", std::to_string(late)},
+                      {"lease_ms", std::to_string(board_.lease().count())}});
+  }
+}
+
 grpc::Status SecretsService::Set(grpc::ServerContext*, const pb::SetRequest* req,
                                  pb::SecretInfo* resp) {
   SecretSpec spec;
@@ -74,6 +107,7 @@ grpc::Status SecretsService::Set(grpc::ServerContext*, const pb::SetRequest* req
   spec.placeholder = req->placeholder();
   spec.registry = req->registry();
   auto info = store_->Set(spec);
+  Changed();
   if (!info.ok()) return ToGrpc(info.status());
   AIRLOCK_LOG_INFO("secret set", {{"id", info->id}});
   ToProto(*info, resp);
@@ -90,7 +124,9 @@ grpc::Status SecretsService::List(grpc::ServerContext*, const pb::ListRequest* r
 
 grpc::Status SecretsService::Delete(grpc::ServerContext*, const pb::DeleteRequest* req,
                                     pb::DeleteResponse*) {
-  if (absl::Status s = store_->Delete(req->id()); !s.ok()) return ToGrpc(s);
+  absl::Status deleted = store_->Delete(req->id());
+  Changed();
+  if (!deleted.ok()) return ToGrpc(deleted);
   AIRLOCK_LOG_INFO("secret deleted", {{"id", req->id()}});
   return grpc::Status::OK;
 }
@@ -99,6 +135,7 @@ grpc::Status SecretsService::Sentinels(grpc::ServerContext*, const pb::Sentinels
                                        pb::SentinelsResponse* resp) {
   auto env = store_->Sentinels(req->sandbox(), req->without_globals(),
                                req->registry_credentials());
+  Changed();
   if (!env.ok()) return ToGrpc(env.status());
   for (const auto& [name, sentinel] : *env) (*resp->mutable_env())[name] = sentinel;
   return grpc::Status::OK;
@@ -119,7 +156,11 @@ grpc::Status SecretsService::Resolve(grpc::ServerContext* ctx, const pb::Resolve
   if (req->port() > 65535) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "port must be at most 65535");
   }
-  auto creds = store_->Resolve(req->sandbox(), req->host(), static_cast<uint16_t>(req->port()));
+  uint64_t revision = 0;
+  auto creds = store_->Resolve(req->sandbox(), req->host(), static_cast<uint16_t>(req->port()),
+                               &revision);
+  resp->set_instance(instance_);
+  resp->set_revision(revision);
   if (!creds.ok()) {
     if (creds.status().code() == absl::StatusCode::kDataLoss) {
       AIRLOCK_LOG_ERROR("resolve failed", {{"sandbox", req->sandbox()},
@@ -150,6 +191,85 @@ grpc::Status SecretsService::Resolve(grpc::ServerContext* ctx, const pb::Resolve
   return grpc::Status::OK;
 }
 
+grpc::Status SecretsService::WatchRevisions(
+    grpc::ServerContext* ctx, grpc::ServerReaderWriter<pb::Revision, pb::WatchRequest>* stream) {
+  ResolverDecision d = AuthorizeResolver(IdentifyCaller(*ctx), policy_);
+  if (!d.allowed) {
+    AIRLOCK_LOG_WARN("revision watch refused", {{"caller", d.caller}, {"reason", d.reason}});
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "only proxyd may watch revisions");
+  }
+  {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    if (ending_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "secretsd is stopping");
+    streams_.insert(ctx);
+  }
+  // Answers and pushes leave in order from a writer of their own: a
+  // change's push never waits on this stream.
+  struct Outbox {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<pb::Revision> queue;
+    bool closed = false;
+  } out;
+  auto message = [this](uint64_t revision, uint64_t ping) {
+    pb::Revision m;
+    m.set_instance(instance_);
+    m.set_revision(revision);
+    m.set_ping(ping);
+    m.set_lease_ms(static_cast<uint32_t>(board_.lease().count()));
+    return m;
+  };
+  auto enqueue = [&out](pb::Revision m) {
+    {
+      std::lock_guard<std::mutex> lock(out.mu);
+      out.queue.push_back(std::move(m));
+    }
+    out.cv.notify_one();
+  };
+  uint64_t id = board_.Add([&](uint64_t revision) { enqueue(message(revision, 0)); });
+  std::thread writer([&] {
+    std::unique_lock<std::mutex> lock(out.mu);
+    while (true) {
+      out.cv.wait(lock, [&] { return out.closed || !out.queue.empty(); });
+      if (out.closed) return;
+      pb::Revision m = std::move(out.queue.front());
+      out.queue.pop_front();
+      lock.unlock();
+      bool ok = stream->Write(m);
+      lock.lock();
+      if (!ok) {
+        ctx->TryCancel();
+        return;
+      }
+    }
+  });
+  pb::WatchRequest req;
+  while (stream->Read(&req)) {
+    if (req.ack() != 0) board_.Acked(id, req.ack());
+    if (req.ping() != 0) {
+      board_.Answered(id);  // before the revision is read (RevisionBoard)
+      enqueue(message(store_->Revision(), req.ping()));
+    }
+  }
+  board_.Remove(id);
+  {
+    std::lock_guard<std::mutex> lock(out.mu);
+    out.closed = true;
+  }
+  out.cv.notify_one();
+  ctx->TryCancel();  // a writer blocked on a watcher that stopped reading
+  writer.join();
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  streams_.erase(ctx);
+  return grpc::Status::OK;
+}
+
+void SecretsService::EndStreams() {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  ending_ = true;
+  for (grpc::ServerContext* ctx : streams_) ctx->TryCancel();
+}
+
 grpc::Status SecretsService::ResolveRegistry(grpc::ServerContext* ctx,
                                              const pb::ResolveRegistryRequest* req,
                                              pb::RegistryCredential* resp) {
@@ -178,6 +298,7 @@ grpc::Status SecretsService::ResolveRegistry(grpc::ServerContext* ctx,
 grpc::Status SecretsService::Forget(grpc::ServerContext*, const pb::ForgetRequest* req,
                                     pb::ForgetResponse*) {
   auto deleted = store_->ForgetSandbox(req->sandbox(), req->keep_secrets());
+  Changed();
   if (!deleted.ok()) return ToGrpc(deleted.status());
   AIRLOCK_LOG_INFO("sandbox forgotten", {{"sandbox", req->sandbox()},
                                          {"keep_secrets", req->keep_secrets() ? "true" : "false"},
@@ -211,6 +332,7 @@ grpc::Status SecretsService::BindKit(grpc::ServerContext*, const pb::BindKitRequ
     bindings.push_back(std::move(b));
   }
   auto unbound = store_->BindKit(req->sandbox(), bindings);
+  Changed();
   if (!unbound.ok()) return ToGrpc(unbound.status());
   AIRLOCK_LOG_INFO("kit credentials bound", {{"sandbox", req->sandbox()},
                                              {"services", absl::StrJoin(services, ",")},

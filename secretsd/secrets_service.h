@@ -4,8 +4,13 @@
 #ifndef AIRLOCK_SECRETSD_SECRETS_SERVICE_H_
 #define AIRLOCK_SECRETSD_SECRETS_SERVICE_H_
 
+#include <chrono>
+#include <mutex>
+#include <set>
+
 #include "protos/secrets/v1/secrets.grpc.pb.h"
 #include "secretsd/resolver_auth.h"
+#include "secretsd/revision_board.h"
 #include "secretsd/secret_store.h"
 
 namespace airlock::secretsd {
@@ -13,8 +18,16 @@ namespace airlock::secretsd {
 class SecretsService final : public airlock::secrets::v1::Secrets::Service {
  public:
   // SecretsService serves `store`; `policy` says who proxyd and vmmd are.
-  SecretsService(SecretStore* store, ResolverPolicy policy)
-      : store_(store), policy_(std::move(policy)) {}
+  // `lease` is how long a watcher trusts an answered revision
+  // (RevisionBoard).
+  SecretsService(SecretStore* store, ResolverPolicy policy,
+                 std::chrono::milliseconds lease = kDefaultLease);
+  static constexpr std::chrono::milliseconds kDefaultLease{1000};
+
+  // EndStreams ends every WatchRevisions stream now (the daemon is
+  // stopping; the watchers then resolve without a cache until they reach
+  // a secretsd again).
+  void EndStreams();
 
   grpc::Status Set(grpc::ServerContext*, const airlock::secrets::v1::SetRequest*,
                    airlock::secrets::v1::SecretInfo*) override;
@@ -28,6 +41,11 @@ class SecretsService final : public airlock::secrets::v1::Secrets::Service {
   // unless AuthorizeResolver accepts the caller's transport identity.
   grpc::Status Resolve(grpc::ServerContext*, const airlock::secrets::v1::ResolveRequest*,
                        airlock::secrets::v1::ResolveResponse*) override;
+  // WatchRevisions answers PERMISSION_DENIED as Resolve does; otherwise it
+  // runs until the watcher or EndStreams ends it.
+  grpc::Status WatchRevisions(grpc::ServerContext*,
+                              grpc::ServerReaderWriter<airlock::secrets::v1::Revision,
+                                                       airlock::secrets::v1::WatchRequest>*) override;
   // ResolveRegistry answers PERMISSION_DENIED "only vmmd may resolve
   // registry credentials" unless AuthorizeRegistryResolver accepts the
   // caller's transport identity.
@@ -47,8 +65,19 @@ class SecretsService final : public airlock::secrets::v1::Secrets::Service {
                        airlock::secrets::v1::BindKitResponse*) override;
 
  private:
+  // Changed tells the watchers of the store's change (RevisionBoard), so
+  // that a change's caller hears of it only once proxyd does.
+  void Changed();
+
   SecretStore* store_;
   const ResolverPolicy policy_;
+  // Changes with every process: a watcher that reconnects to a restarted
+  // secretsd drops what it cached.
+  const uint64_t instance_;
+  RevisionBoard board_;
+  std::mutex streams_mu_;
+  std::set<grpc::ServerContext*> streams_;
+  bool ending_ = false;
 };
 
 // IdentifyCaller is what the transport of `ctx` proves about its caller:

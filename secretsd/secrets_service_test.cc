@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "common/client.h"
@@ -55,7 +57,9 @@ class Server {
     EXPECT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     service_ = std::make_unique<SecretsService>(store_.get(), policy);
-    thread_ = std::thread([this] { served_ = rt_->Serve({service_.get()}); });
+    thread_ = std::thread([this] {
+      served_ = rt_->Serve({service_.get()}, nullptr, [this] { service_->EndStreams(); });
+    });
     channel_ = DialUnix(dir + "/run/secretsd.sock");
     EXPECT_TRUE(WaitHealthy(*channel_, std::chrono::seconds(10)).ok());
     stub_ = pb::Secrets::NewStub(channel_);
@@ -724,6 +728,115 @@ TEST(SecretsServiceTest, OverMutualTlsOnlyVmmdsCertificateResolvesARegistry) {
   pb::RegistryCredential over_unix;
   EXPECT_EQ(ResolveRegistry(server.stub(), "localhost:5000", &over_unix).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
+}
+
+}  // namespace
+}  // namespace airlock::secretsd
+
+namespace airlock::secretsd {
+namespace {
+
+using Watch = grpc::ClientReaderWriter<pb::WatchRequest, pb::Revision>;
+
+pb::Revision Ping(Watch& w, uint64_t seq) {
+  pb::WatchRequest ping;
+  ping.set_ping(seq);
+  EXPECT_TRUE(w.Write(ping));
+  pb::Revision answer;
+  EXPECT_TRUE(w.Read(&answer));
+  return answer;
+}
+
+TEST(SecretsServiceTest, AChangeReturnsOnceTheWatchingProxydAcknowledgesIt) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  pb::Secrets::Stub& stub = server.stub();
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetGlobal(stub, "github", kValue, &info).ok());
+  pb::SentinelsResponse env;
+  ASSERT_TRUE(Sentinels(stub, "box1", &env).ok());
+
+  grpc::ClientContext wctx;
+  std::unique_ptr<Watch> watch = stub.WatchRevisions(&wctx);
+  pb::Revision first = Ping(*watch, 1);
+  EXPECT_EQ(first.ping(), 1u);
+  EXPECT_NE(first.instance(), 0u);
+  EXPECT_EQ(first.lease_ms(), 1000u);
+  pb::ResolveResponse resolved;
+  ASSERT_TRUE(Resolve(stub, "box1", "github.com", &resolved).ok());
+  EXPECT_EQ(resolved.instance(), first.instance());
+  EXPECT_EQ(resolved.revision(), first.revision());
+
+  // A removal is pushed, and its caller waits for the acknowledgement.
+  std::atomic<bool> deleted{false};
+  std::thread remover([&] {
+    grpc::ClientContext ctx;
+    pb::DeleteRequest req;
+    req.set_id("github@global");
+    pb::DeleteResponse resp;
+    EXPECT_TRUE(stub.Delete(&ctx, req, &resp).ok());
+    deleted = true;
+  });
+  pb::Revision push;
+  ASSERT_TRUE(watch->Read(&push));
+  EXPECT_EQ(push.ping(), 0u);
+  EXPECT_EQ(push.instance(), first.instance());
+  EXPECT_GT(push.revision(), first.revision());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(deleted) << "Delete returned before the watcher acknowledged";
+  pb::WatchRequest ack;
+  ack.set_ack(push.revision());
+  ASSERT_TRUE(watch->Write(ack));
+  remover.join();
+  EXPECT_TRUE(deleted);
+  ASSERT_TRUE(Resolve(stub, "box1", "github.com", &resolved).ok());
+  EXPECT_EQ(resolved.credentials_size(), 0);
+  EXPECT_EQ(resolved.revision(), push.revision());
+  EXPECT_EQ(Ping(*watch, 2).revision(), push.revision());
+  wctx.TryCancel();
+}
+
+TEST(SecretsServiceTest, AChangeWaitsOutASilentWatchersLeaseOnly) {
+  testing::ShortTempDir dir;
+  Server server(dir.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+  pb::Secrets::Stub& stub = server.stub();
+  grpc::ClientContext wctx;
+  std::unique_ptr<Watch> watch = stub.WatchRevisions(&wctx);
+  Ping(*watch, 1);
+  auto start = std::chrono::steady_clock::now();
+  pb::SecretInfo info;
+  ASSERT_TRUE(SetGlobal(stub, "github", kValue, &info).ok());  // never acknowledged
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(900));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  wctx.TryCancel();
+}
+
+TEST(SecretsServiceTest, OnlyProxydMayWatchAndStoppingEndsTheWatch) {
+  testing::ShortTempDir dir;
+  {
+    Server server(dir.path(), {}, ResolverPolicy{getuid(), *CanonicalPath("/bin/sh"), "proxyd"});
+    grpc::ClientContext ctx;
+    auto watch = server.stub().WatchRevisions(&ctx);
+    pb::Revision r;
+    EXPECT_FALSE(watch->Read(&r));
+    grpc::Status s = watch->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(s.error_message(), "only proxyd may watch revisions");
+  }
+  testing::ShortTempDir dir2;
+  grpc::ClientContext ctx;
+  std::unique_ptr<Watch> watch;
+  auto start = std::chrono::steady_clock::now();
+  {
+    Server server(dir2.path(), {}, ResolverPolicy{getuid(), SelfExe(), "proxyd"});
+    watch = server.stub().WatchRevisions(&ctx);
+    Ping(*watch, 1);
+    start = std::chrono::steady_clock::now();
+  }  // stops: the stream is ended, not waited for (5 s)
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  pb::Revision r;
+  EXPECT_FALSE(watch->Read(&r));
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/client.h"
 #include "common/fd_io.h"
 #include "common/paths.h"
@@ -196,6 +198,32 @@ TEST_F(SecretsE2ETest, RemovingASecretTakesEffectOnTheNextRequest) {
   EXPECT_EQ(after.out.find(kAnthropicKey), std::string::npos) << after.out;
   EXPECT_NE(after.out.find("auth=proxy-managed"), std::string::npos) << after.out << after.err;
   ASSERT_EQ(Airlock({"secret", "set", "-g", "anthropic", "-t", kAnthropicKey}).exit_code, 0);
+}
+
+// proxyd keeps what secretsd resolved while secretsd's revision watch
+// vouches for it. A proxyd that cannot hear of a change (frozen here) must
+// neither hold the change up past its lease nor place the removed secret
+// once it runs again.
+TEST_F(SecretsE2ETest, ARemovalReachesAFrozenProxydsNextRequest) {
+  // A sandbox secret (it applies at once, and hides the global one), with
+  // a value of its own.
+  const std::string value = "sk-ant-frozen-proxyd-0123456789";
+  ASSERT_EQ(Airlock({"secret", "set", "sec", "anthropic", "-t", value}).exit_code, 0);
+  std::string req = "curl -sS -m 20 --cacert /tmp/both.pem -H 'x-api-key: proxy-managed' " +
+                    Url("api.anthropic.com", "/v1/frozen");
+  // Twice: the second is placed from what proxyd kept.
+  EXPECT_NE(Guest(req).out.find(value), std::string::npos);
+  EXPECT_NE(Guest(req).out.find(value), std::string::npos);
+  pid_t proxyd = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      absl::StripAsciiWhitespace(ReadFileToString(dir_->path() + "/run/proxyd.pid")), &proxyd));
+  ASSERT_EQ(kill(proxyd, SIGSTOP), 0);
+  auto rm = Airlock({"secret", "rm", "sec", "anthropic"});
+  ASSERT_EQ(kill(proxyd, SIGCONT), 0);
+  ASSERT_EQ(rm.exit_code, 0) << rm.err;
+  auto after = Guest(req);
+  EXPECT_EQ(after.out.find(value), std::string::npos) << after.out;
+  EXPECT_NE(after.out.find("auth="), std::string::npos) << after.out << after.err;
 }
 
 TEST_F(SecretsE2ETest, SecretsdFilesAndLogsHoldNoPlaintext) {
