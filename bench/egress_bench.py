@@ -785,11 +785,11 @@ try:
         print(f"squid column: {ver}, ssl-bump (client-first) for HTTPS, a plain port for "
               "CONNECT, no cache,\n  upstream connections kept between requests (its default; "
               "proxyd keeps them too)")
-    print("cases 2 and 4: Python client and upstream (tests/fixtures/upstream.py), whose own "
-          "overhead is in\n  every column alike; the upstream does its TLS handshakes one at a "
-          "time for every column.")
-    print("proxy CPU per request: proxyd + egress_harness + secretsd (asked for credentials on "
-          "each request) for\n  proxyd, the squid process for squid")
+    print("case 2: bench/https_load against nginx; case 4: Python client and upstream "
+          "(tests/fixtures/upstream.py),\n  whose own overhead is in every column alike.")
+    print("proxy CPU per request: proxyd + egress_harness + secretsd (asked for credentials "
+          "when proxyd has no\n  answer its revision watch vouches for) for proxyd, the squid "
+          "process for squid")
     print("cases: " + ", ".join(c for c in ALL_CASES if c in cases))
     print()
 
