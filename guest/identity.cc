@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/fd_io.h"
 
 namespace airlock::guest {
@@ -45,6 +46,36 @@ absl::Status WriteMachineId(const std::string& root, const std::string& id) {
   return ReplaceFile(etc + "/machine-id", id + "\n", 0444);
 }
 
+std::string HostsWithName(const std::string& hosts, const std::string& hostname) {
+  const std::string own = absl::StrCat("127.0.1.1\t", hostname, "\n");
+  std::string out;
+  bool placed = false;
+  for (absl::string_view line : absl::StrSplit(hosts, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (!fields.empty() && fields[0] == "127.0.1.1") continue;
+    absl::StrAppend(&out, line, "\n");
+    // Beside localhost, where Debian keeps it.
+    if (!placed && !fields.empty() && fields[0] == "127.0.0.1") {
+      out += own;
+      placed = true;
+    }
+  }
+  if (out.empty()) {
+    return absl::StrCat("127.0.0.1\tlocalhost\n", own,
+                        "::1\tlocalhost ip6-localhost ip6-loopback\n");
+  }
+  if (!placed) out += own;
+  return out;
+}
+
+absl::Status WriteHostsName(const std::string& root, const std::string& hostname) {
+  std::string etc = root + "/etc";
+  mkdir(etc.c_str(), 0755);
+  std::string path = etc + "/hosts";
+  return ReplaceFile(path, HostsWithName(ReadFileToString(path), hostname), 0644);
+}
+
 absl::Status ApplyClaim(const airlock::agent::v1::ClaimRequest& c) {
   if (absl::Status s = ValidateClaim(c); !s.ok()) return s;
   // Entropy first: nothing the guest draws from now on may repeat what
@@ -71,6 +102,9 @@ absl::Status ApplyClaim(const airlock::agent::v1::ClaimRequest& c) {
   }
   if (sethostname(c.hostname().data(), c.hostname().size()) != 0) {
     return absl::InternalError(absl::StrCat("claim: sethostname: ", strerror(errno)));
+  }
+  if (absl::Status s = WriteHostsName("", c.hostname()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("claim: /etc/hosts: ", s.message()));
   }
   return WriteMachineId("", c.machine_id());
 }

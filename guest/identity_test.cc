@@ -56,5 +56,35 @@ TEST(WriteMachineIdTest, ReplacesTheFileReadOnly) {
   EXPECT_EQ(st.st_mode & 0777, 0444u);
 }
 
+TEST(HostsWithNameTest, ReplacesTheOwnNameLineBesideLocalhost) {
+  EXPECT_EQ(HostsWithName("127.0.0.1 localhost\n127.0.1.1 sandbox\n::1 localhost\n"
+                          "10.0.0.5 db.internal\n",
+                          "cl3"),
+            "127.0.0.1 localhost\n127.0.1.1\tcl3\n::1 localhost\n10.0.0.5 db.internal\n");
+}
+
+TEST(HostsWithNameTest, AddsTheLineAndKeepsEveryOther) {
+  EXPECT_EQ(HostsWithName("# mine\n10.0.0.5\tdb\n", "box"), "# mine\n10.0.0.5\tdb\n127.0.1.1\tbox\n");
+  // A 127.0.1.1 line of another name, tab-separated, goes too.
+  EXPECT_EQ(HostsWithName("127.0.0.1\tlocalhost\n127.0.1.1\told old.example\n", "new"),
+            "127.0.0.1\tlocalhost\n127.0.1.1\tnew\n");
+}
+
+TEST(HostsWithNameTest, AnEmptyFileGetsTheLocalhostLines) {
+  EXPECT_EQ(HostsWithName("", "box"),
+            "127.0.0.1\tlocalhost\n127.0.1.1\tbox\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+}
+
+TEST(WriteHostsNameTest, RewritesTheFileAndMakesOneWhenMissing) {
+  testing::ShortTempDir dir;
+  ASSERT_TRUE(WriteHostsName(dir.path(), "a").ok());
+  ASSERT_TRUE(WriteHostsName(dir.path(), "b").ok());
+  EXPECT_EQ(ReadFileToString(dir.path() + "/etc/hosts"),
+            "127.0.0.1\tlocalhost\n127.0.1.1\tb\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+  struct stat st {};
+  ASSERT_EQ(stat((dir.path() + "/etc/hosts").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+}
+
 }  // namespace
 }  // namespace airlock::guest

@@ -517,6 +517,11 @@ TEST_F(SandboxE2ETest, CloneModeKeepsHostRepoUntouchedAndFetchesCommits) {
                        "ls /run/sandbox/source/src"});
   EXPECT_EQ(look.out, "/home/agent/workspace\nhost-commit\norigin\nsource\nv1\napp.txt\n")
       << look.err;
+  // A booted guest's own name is in /etc/hosts: the guest's git daemon
+  // looks it up while egress is not attached yet (through DNS that lookup
+  // waited out the resolver, 10 s of the start).
+  EXPECT_EQ(Airlock({"exec", "cl", "--", "getent", "-s", "files", "hosts", "cl"}).out,
+            "127.0.1.1       cl\n");
 
   // A hostile session, as root: nothing reaches the host repo.
   auto hostile = Airlock(

@@ -221,6 +221,11 @@ TEST_F(SnapshotE2ETest, RestoredSandboxesAreEachTheirOwn) {
   // Identity: hostname, machine id, entropy, clock.
   EXPECT_EQ(Exec("twin-a", "hostname"), "twin-a\n");
   EXPECT_EQ(Exec("twin-b", "uname -n"), "twin-b\n");
+  // Its own name resolves from /etc/hosts (not from DNS, which goes
+  // through proxyd), to Debian's own-host address.
+  EXPECT_EQ(Exec("twin-b", "getent -s files hosts twin-b"),
+            "127.0.1.1       twin-b\n");
+  EXPECT_EQ(Exec("twin-b", "grep -c twin-a /etc/hosts || true"), "0\n");
   std::string id_a = Exec("twin-a", "cat /etc/machine-id");
   std::string id_b = Exec("twin-b", "cat /etc/machine-id");
   EXPECT_EQ(id_a.size(), 33u) << id_a;
