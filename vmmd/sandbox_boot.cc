@@ -283,7 +283,10 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       for (int i = 0; i < 50 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
       bool unloadable = ReadFileToString(config.vmm_log).find("load of migration failed") !=
                         std::string::npos;
-      if (unloadable) snapshots_.Remove(restore_key);
+      if (unloadable) {
+        snapshots_.Remove(restore_key);
+        RetireGoneWarmVms();
+      }
       return unloadable;
     };
     if (!restore_key.empty()) {

@@ -300,6 +300,9 @@ class SandboxManager {
   // RefillWarmPool keeps the pool at its size with VMs of snapshot `key`
   // in `shape` (a sandbox of it just started from it), on workers.
   void RefillWarmPool(const std::string& key, const VmConfig& shape);
+  // RetireGoneWarmVms ends the warm VMs whose snapshot was removed (QEMU
+  // could not load it, or newer ones pushed it out).
+  void RetireGoneWarmVms();
   // StartWarmVm restores, greets and readies the reserved slot.
   void StartWarmVm(const std::string& key, VmConfig shape, const std::string& slot,
                    uint32_t jail_uid);

@@ -398,6 +398,8 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
     snapshots_.Abandon(key);
     return s;
   }
+  // The commit may have pushed out the oldest snapshot.
+  RetireGoneWarmVms();
   return *bytes;
 }
 

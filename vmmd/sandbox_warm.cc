@@ -99,6 +99,19 @@ void SandboxManager::RefillWarmPool(const std::string& key, const VmConfig& shap
   }
 }
 
+void SandboxManager::RetireGoneWarmVms() {
+  std::vector<WarmVm> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gone = warm_.Retire([this](const std::string& key) { return snapshots_.Find(key).has_value(); });
+  }
+  for (const WarmVm& vm : gone) {
+    AIRLOCK_LOG_INFO("ending a warm VM: its snapshot is gone",
+                     {{"slot", vm.slot}, {"key", vm.key.substr(0, 12)}});
+    StartWorker([this, vm] { EndWarmVm(vm); });
+  }
+}
+
 void SandboxManager::StartWarmVm(const std::string& key, VmConfig shape, const std::string& slot,
                                  uint32_t jail_uid) {
   // The sandbox that just started comes first: its first commands do not

@@ -20,6 +20,20 @@ WarmPool::Plan WarmPool::Want(const std::string& key) {
   return plan;
 }
 
+std::vector<WarmVm> WarmPool::Retire(const std::function<bool(const std::string& key)>& exists) {
+  std::vector<WarmVm> out;
+  for (WarmVm& vm : vms_) {
+    if (vm.state == WarmVm::kLeaving || exists(vm.key)) continue;
+    if (vm.state == WarmVm::kReady) {
+      vm.state = WarmVm::kLeaving;
+      out.push_back(vm);
+    } else {
+      vm.retired = true;
+    }
+  }
+  return out;
+}
+
 void WarmPool::Reserve(WarmVm vm) {
   vm.pid = 0;
   vm.state = WarmVm::kStarting;

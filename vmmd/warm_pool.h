@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,6 +79,13 @@ class WarmPool {
   // Want says that a sandbox of snapshot `key` just started from it: the
   // pool moves to that snapshot and is filled up to its size.
   Plan Want(const std::string& key);
+
+  // Retire says which snapshots are gone (`exists` false for their key):
+  // their ready VMs leave and are returned (the caller ends, then drops
+  // them), their starting ones are retired. A warm VM of a snapshot that
+  // is gone would never be claimed and would hold its memory until vmmd
+  // stopped.
+  std::vector<WarmVm> Retire(const std::function<bool(const std::string& key)>& exists);
 
   // Reserve adds a VM about to be started.
   void Reserve(WarmVm vm);

@@ -88,6 +88,30 @@ TEST(WarmPoolTest, AnotherSnapshotRetiresTheVmsOfTheLastAndKeepsTheirIdsTaken) {
   EXPECT_TRUE(pool.JailUids().empty());
 }
 
+TEST(WarmPoolTest, TheVmsOfASnapshotThatIsGoneAreRetired) {
+  WarmPool pool(3);
+  pool.Reserve(Vm("k1", "_warm-1", 10));
+  pool.Reserve(Vm("k1", "_warm-2", 20));
+  pool.Reserve(Vm("k1", "_warm-3", 30));
+  ASSERT_TRUE(Started(pool, "_warm-1", 101));
+  ASSERT_TRUE(Started(pool, "_warm-2", 202));
+  ASSERT_TRUE(pool.Take("k1"));  // _warm-1: a claim's, left alone
+  auto kept = pool.Retire([](const std::string&) { return true; });
+  EXPECT_TRUE(kept.empty());
+  auto gone = pool.Retire([](const std::string& key) { return key != "k1"; });
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].slot, "_warm-2");
+  EXPECT_EQ(gone[0].state, WarmVm::kLeaving);
+  // The one still starting never becomes ready; none is counted for use.
+  pool.Launched("_warm-3", 303);
+  EXPECT_FALSE(pool.Ready("_warm-3", nullptr));
+  EXPECT_EQ(pool.Count("k1", false), 0u);
+  EXPECT_FALSE(pool.Take("k1"));
+  // A second call returns nothing new.
+  EXPECT_TRUE(pool.Retire([](const std::string&) { return false; }).empty());
+  EXPECT_EQ(pool.JailUids(), (std::vector<uint32_t>{10, 20, 30}));
+}
+
 TEST(WarmPoolTest, TakeAllHandsBackTheReadyAndTheLaunchedStartingButNotAClaimedOne) {
   WarmPool pool(3);
   pool.Reserve(Vm("k1", "_warm-1", 10));
