@@ -503,6 +503,7 @@ absl::StatusOr<bool> SecretStore::Registered(const std::string& sandbox) {
 
 absl::Status SecretStore::Register(const std::string& sandbox, bool with_globals,
                                    bool registry_credentials) {
+  ++revision_;  // before the change (the caller holds mu_): see Revision
   if (absl::Status s = db_->Exec(
           "INSERT INTO sandboxes (name, registered_at, registry_credentials) VALUES (?, ?, ?)",
           {sandbox, Now(), with_globals && registry_credentials ? "1" : "0"});
@@ -608,7 +609,8 @@ absl::StatusOr<std::map<std::string, std::string>> SecretStore::Sentinels(
     const std::string& sandbox, bool without_globals, bool registry_credentials) {
   if (absl::Status s = ValidateSandboxName(sandbox); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
-  ++revision_;  // before the change: see Revision
+  // Only a registration changes what Resolve answers (Register moves the
+  // revision): a sandbox's every exec asks for its environment.
   if (registry_credentials && !without_globals) {
     auto registered = Registered(sandbox);
     if (!registered.ok()) return registered.status();

@@ -167,7 +167,8 @@ class SecretStore {
                                                   uint64_t* revision = nullptr);
 
   // Revision counts the calls that may change what Resolve answers (Set,
-  // Delete, Sentinels, BindKit, ForgetSandbox), from 0 at Open: a Resolve
+  // Delete, BindKit, ForgetSandbox, and a Sentinels that registers the
+  // sandbox), from 0 at Open: a Resolve
   // that reported revision R answers as any Resolve would until Revision
   // moves past R. Each of those calls moves it as it starts (under the
   // lock the change is made under), so an answer is never of a revision

@@ -99,6 +99,37 @@ class SecretStoreTest : public ::testing::Test {
   std::unique_ptr<SecretStore> store_;
 };
 
+// The revision moves with every change to what Resolve answers, and only
+// then: proxyd drops what it kept at each move.
+TEST_F(SecretStoreTest, TheRevisionMovesWithWhatResolveAnswers) {
+  uint64_t r = store_->Revision();
+  auto moved = [&] {
+    uint64_t now = store_->Revision();
+    bool m = now != r;
+    r = now;
+    return m;
+  };
+  ASSERT_TRUE(store_->Set(Service(Scope::kGlobal, "", "github", "v")).ok());
+  EXPECT_TRUE(moved());
+  ASSERT_TRUE(store_->Sentinels("box1").ok());  // registers it
+  EXPECT_TRUE(moved());
+  ASSERT_TRUE(store_->Sentinels("box1").ok());  // an exec's: nothing new
+  EXPECT_FALSE(moved());
+  ASSERT_TRUE(store_->List("box1").ok());
+  uint64_t answered = 0;
+  ASSERT_TRUE(store_->Resolve("box1", "github.com", 443, &answered).ok());
+  EXPECT_EQ(answered, r);
+  EXPECT_FALSE(moved());
+  EXPECT_FALSE(store_->Set(Service(Scope::kGlobal, "", "no-such-service", "v")).ok());
+  EXPECT_FALSE(moved());  // refused before anything changed
+  ASSERT_TRUE(store_->BindKit("box1", {}).ok());
+  EXPECT_TRUE(moved());
+  ASSERT_TRUE(store_->Delete("github@global").ok());
+  EXPECT_TRUE(moved());
+  ASSERT_TRUE(store_->ForgetSandbox("box1").ok());
+  EXPECT_TRUE(moved());
+}
+
 TEST_F(SecretStoreTest, IdsSentinelsAndWhatSetReturns) {
   auto a = store_->Set(Service(Scope::kGlobal, "", "anthropic", "v-anthropic"));
   ASSERT_TRUE(a.ok()) << a.status();

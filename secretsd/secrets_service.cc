@@ -86,8 +86,10 @@ SecretsService::SecretsService(SecretStore* store, ResolverPolicy policy,
       // The margin covers the two clocks' drift over a lease.
       board_(lease, lease / 10 + std::chrono::milliseconds(10)) {}
 
-void SecretsService::Changed() {
-  int late = board_.Changed(store_->Revision());
+void SecretsService::Changed(uint64_t before) {
+  uint64_t now = store_->Revision();
+  if (now == before) return;  // nothing Resolve answers changed
+  int late = board_.Changed(now);
   if (late > 0) {
     AIRLOCK_LOG_WARN("a secrets watcher did not acknowledge a change; waited out its lease",
                      {{"watchers", std::to_string(late)},
@@ -106,8 +108,9 @@ grpc::Status SecretsService::Set(grpc::ServerContext*, const pb::SetRequest* req
   spec.hosts.assign(req->hosts().begin(), req->hosts().end());
   spec.placeholder = req->placeholder();
   spec.registry = req->registry();
+  uint64_t before = store_->Revision();
   auto info = store_->Set(spec);
-  Changed();
+  Changed(before);
   if (!info.ok()) return ToGrpc(info.status());
   AIRLOCK_LOG_INFO("secret set", {{"id", info->id}});
   ToProto(*info, resp);
@@ -124,8 +127,9 @@ grpc::Status SecretsService::List(grpc::ServerContext*, const pb::ListRequest* r
 
 grpc::Status SecretsService::Delete(grpc::ServerContext*, const pb::DeleteRequest* req,
                                     pb::DeleteResponse*) {
+  uint64_t before = store_->Revision();
   absl::Status deleted = store_->Delete(req->id());
-  Changed();
+  Changed(before);
   if (!deleted.ok()) return ToGrpc(deleted);
   AIRLOCK_LOG_INFO("secret deleted", {{"id", req->id()}});
   return grpc::Status::OK;
@@ -133,9 +137,10 @@ grpc::Status SecretsService::Delete(grpc::ServerContext*, const pb::DeleteReques
 
 grpc::Status SecretsService::Sentinels(grpc::ServerContext*, const pb::SentinelsRequest* req,
                                        pb::SentinelsResponse* resp) {
+  uint64_t before = store_->Revision();
   auto env = store_->Sentinels(req->sandbox(), req->without_globals(),
                                req->registry_credentials());
-  Changed();
+  Changed(before);
   if (!env.ok()) return ToGrpc(env.status());
   for (const auto& [name, sentinel] : *env) (*resp->mutable_env())[name] = sentinel;
   return grpc::Status::OK;
@@ -297,8 +302,9 @@ grpc::Status SecretsService::ResolveRegistry(grpc::ServerContext* ctx,
 
 grpc::Status SecretsService::Forget(grpc::ServerContext*, const pb::ForgetRequest* req,
                                     pb::ForgetResponse*) {
+  uint64_t before = store_->Revision();
   auto deleted = store_->ForgetSandbox(req->sandbox(), req->keep_secrets());
-  Changed();
+  Changed(before);
   if (!deleted.ok()) return ToGrpc(deleted.status());
   AIRLOCK_LOG_INFO("sandbox forgotten", {{"sandbox", req->sandbox()},
                                          {"keep_secrets", req->keep_secrets() ? "true" : "false"},
@@ -331,8 +337,9 @@ grpc::Status SecretsService::BindKit(grpc::ServerContext*, const pb::BindKitRequ
     services.push_back(c.suppress() ? absl::StrCat(b.service, "(suppressed)") : b.service);
     bindings.push_back(std::move(b));
   }
+  uint64_t before = store_->Revision();
   auto unbound = store_->BindKit(req->sandbox(), bindings);
-  Changed();
+  Changed(before);
   if (!unbound.ok()) return ToGrpc(unbound.status());
   AIRLOCK_LOG_INFO("kit credentials bound", {{"sandbox", req->sandbox()},
                                              {"services", absl::StrJoin(services, ",")},

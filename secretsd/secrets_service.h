@@ -66,8 +66,10 @@ class SecretsService final : public airlock::secrets::v1::Secrets::Service {
 
  private:
   // Changed tells the watchers of the store's change (RevisionBoard), so
-  // that a change's caller hears of it only once proxyd does.
-  void Changed();
+  // that a change's caller hears of it only once proxyd does; nothing
+  // when the store's revision is still `before` (a failed call, or a
+  // Sentinels of a sandbox already registered).
+  void Changed(uint64_t before);
 
   SecretStore* store_;
   const ResolverPolicy policy_;
