@@ -124,8 +124,48 @@ std::string SyntheticNames::NameOf(const Address& addr) const {
   return names_[index - 1];
 }
 
-absl::StatusOr<Resolver> Resolver::Make(const std::vector<std::string>& static_map) {
+namespace {
+
+absl::StatusOr<Address> SystemLookup(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = 0;
+  // A lookup may take seconds: a handler's fiber waits for it aside.
+  RunBlocking([&] { rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); });
+  if (rc != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
+  }
+  Address out{};
+  bool found = false;
+  for (int pass = 0; pass < 2 && !found; ++pass) {
+    for (addrinfo* ai = res; ai != nullptr && !found; ai = ai->ai_next) {
+      if (pass == 0 && ai->ai_family == AF_INET) {
+        auto* sin = reinterpret_cast<sockaddr_in*>(ai->ai_addr);
+        out = {};
+        out[10] = out[11] = 0xff;
+        memcpy(out.data() + 12, &sin->sin_addr, 4);
+        found = true;
+      } else if (pass == 1 && ai->ai_family == AF_INET6) {
+        auto* sin6 = reinterpret_cast<sockaddr_in6*>(ai->ai_addr);
+        memcpy(out.data(), &sin6->sin6_addr, 16);
+        found = true;
+      }
+    }
+  }
+  freeaddrinfo(res);
+  if (!found) return absl::NotFoundError(absl::StrCat("no address for ", host));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Resolver> Resolver::Make(const std::vector<std::string>& static_map, Lookup lookup,
+                                        std::function<Clock::time_point()> now) {
   Resolver r;
+  r.lookup_ = lookup ? std::move(lookup) : SystemLookup;
+  r.now_ = std::move(now);
   for (const std::string& entry : static_map) {
     size_t eq = entry.find('=');
     Address a;
@@ -148,34 +188,23 @@ absl::StatusOr<Resolved> Resolver::Resolve(const std::string& host) const {
     return out;
   }
   if (airlock::policy::ParseAddress(host, &out.address)) return out;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int rc = 0;
-  // A lookup may take seconds: a handler's fiber waits for it aside.
-  RunBlocking([&] { rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); });
-  if (rc != 0) {
-    return absl::NotFoundError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
-  }
-  bool found = false;
-  for (int pass = 0; pass < 2 && !found; ++pass) {
-    for (addrinfo* ai = res; ai != nullptr && !found; ai = ai->ai_next) {
-      if (pass == 0 && ai->ai_family == AF_INET) {
-        auto* sin = reinterpret_cast<sockaddr_in*>(ai->ai_addr);
-        out.address = {};
-        out.address[10] = out.address[11] = 0xff;
-        memcpy(out.address.data() + 12, &sin->sin_addr, 4);
-        found = true;
-      } else if (pass == 1 && ai->ai_family == AF_INET6) {
-        auto* sin6 = reinterpret_cast<sockaddr_in6*>(ai->ai_addr);
-        memcpy(out.address.data(), &sin6->sin6_addr, 16);
-        found = true;
-      }
+  std::string key = absl::AsciiStrToLower(host);
+  {
+    std::lock_guard<std::mutex> lock(kept_->mu);
+    auto k = kept_->answers.find(key);
+    if (k != kept_->answers.end() && now_() < k->second.second) {
+      out.address = k->second.first;
+      return out;
     }
   }
-  freeaddrinfo(res);
-  if (!found) return absl::NotFoundError(absl::StrCat("no address for ", host));
+  auto address = lookup_(host);
+  if (!address.ok()) return address.status();
+  {
+    std::lock_guard<std::mutex> lock(kept_->mu);
+    if (kept_->answers.size() >= kMaxKept) kept_->answers.clear();
+    kept_->answers[key] = {*address, now_() + kKeepFor};
+  }
+  out.address = *address;
   return out;
 }
 

@@ -65,6 +65,42 @@ TEST(ResolverTest, StaticMapIsTrustedAndCheckedForSyntax) {
   EXPECT_FALSE(r->Resolve("no-such-name.invalid").ok());
 }
 
+TEST(ResolverTest, KeepsAnAnswerForAWhileAndNeverAFailure) {
+  std::map<std::string, int> asked;
+  std::map<std::string, std::string> answers = {{"registry.example", "203.0.113.80"}};
+  Resolver::Clock::time_point now{std::chrono::hours(1)};
+  auto r = Resolver::Make(
+      {"static.example=127.0.0.1"},
+      [&](const std::string& host) -> absl::StatusOr<Address> {
+        ++asked[host];
+        auto it = answers.find(host);
+        if (it == answers.end()) return absl::NotFoundError("cannot resolve " + host);
+        return A(it->second);
+      },
+      [&] { return now; });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(AddressText(r->Resolve("registry.example")->address), "203.0.113.80");
+  EXPECT_EQ(AddressText(r->Resolve("Registry.Example")->address), "203.0.113.80");
+  EXPECT_EQ(asked["registry.example"], 1);
+  // The name moves: followed once the kept answer is old.
+  answers["registry.example"] = "10.1.2.3";
+  now += Resolver::kKeepFor - std::chrono::seconds(1);
+  EXPECT_EQ(AddressText(r->Resolve("registry.example")->address), "203.0.113.80");
+  now += std::chrono::seconds(1);
+  auto moved = r->Resolve("registry.example");
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(AddressText(moved->address), "10.1.2.3");
+  EXPECT_FALSE(moved->from_static_map);  // kept answers are checked as any
+  EXPECT_EQ(asked["registry.example"], 2);
+  // A failure is asked again each time; the static map and literals never.
+  EXPECT_FALSE(r->Resolve("gone.example").ok());
+  EXPECT_FALSE(r->Resolve("gone.example").ok());
+  EXPECT_EQ(asked["gone.example"], 2);
+  EXPECT_TRUE(r->Resolve("static.example")->from_static_map);
+  EXPECT_TRUE(r->Resolve("192.0.2.1").ok());
+  EXPECT_EQ(asked.count("static.example") + asked.count("192.0.2.1"), 0u);
+}
+
 TEST(ConnectToTest, ConnectsAndExplainsRefusal) {
   int l = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in sa{};
