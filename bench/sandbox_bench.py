@@ -233,7 +233,12 @@ try:
         print(f"  {label:20s} {own + files:5.0f} MiB = {own:.0f} MiB its own + {files:.0f} MiB "
               "shared file pages")
     print(f"  restored/booted, its own: {restored_mem[0] / booted_mem[0]:.2f}x")
+    finished = True
 finally:
     subprocess.run([args.airlock, "rm", "-f", "--all"], env=env, capture_output=True)
     subprocess.run([args.airlock, "daemon", "stop"], env=env, capture_output=True)
-    shutil.rmtree(tmp, ignore_errors=True)
+    if "finished" in globals():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        # The daemons' logs and the consoles say what went wrong.
+        print(f"kept {tmp} (the daemons' logs are in state/logs)", file=sys.stderr)

@@ -69,6 +69,19 @@ inline std::string ReadFileToString(const std::string& path) {
   return b.str();
 }
 
+// FileTail is the last `lines` lines of `path` (a final newline does not
+// count as a line); "" when it cannot be read.
+inline std::string FileTail(const std::string& path, int lines) {
+  std::string text = ReadFileToString(path);
+  size_t start = text.size();
+  int seen = 0;
+  while (start > 0) {
+    if (text[start - 1] == '\n' && start != text.size() && ++seen == lines) break;
+    --start;
+  }
+  return text.substr(start);
+}
+
 // ReplaceFile writes `content` to `path` with `mode` through a temporary
 // file beside it and a rename, so readers (and a crash) see the old file
 // or the new one, never half of one.

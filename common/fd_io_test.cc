@@ -45,5 +45,20 @@ TEST(UniqueFdTest, MoveAssignmentClosesWhatItHeldAndSelfAssignmentKeeps) {
   EXPECT_TRUE(IsOpen(p[1]));
 }
 
+TEST(FileTailTest, TheLastLinesAFinalNewlineNotCounted) {
+  char path[] = "/tmp/airlock-test-tail-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ASSERT_TRUE(ReplaceFile(path, "one\ntwo\nthree\n", 0600).ok());
+  EXPECT_EQ(FileTail(path, 2), "two\nthree\n");
+  EXPECT_EQ(FileTail(path, 1), "three\n");
+  EXPECT_EQ(FileTail(path, 9), "one\ntwo\nthree\n");
+  ASSERT_TRUE(ReplaceFile(path, "a\nb", 0600).ok());
+  EXPECT_EQ(FileTail(path, 1), "b");
+  unlink(path);
+  EXPECT_EQ(FileTail(path, 3), "");
+}
+
 }  // namespace
 }  // namespace airlock

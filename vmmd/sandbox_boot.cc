@@ -30,23 +30,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
 
-namespace {
-
-// Tail is the last `lines` lines of a file.
-std::string Tail(const std::string& path, int lines) {
-  std::string text = ReadFileToString(path);
-  size_t start = text.size();
-  // Walk back over `lines` newlines (ignoring a final one).
-  int seen = 0;
-  while (start > 0) {
-    if (text[start - 1] == '\n' && start != text.size() && ++seen == lines) break;
-    --start;
-  }
-  return text.substr(start);
-}
-
-}  // namespace
-
 std::string SandboxManager::Accelerator() {
   std::lock_guard<std::mutex> lock(accel_mu_);
   if (!accelerator_.empty()) return accelerator_;
@@ -525,17 +508,17 @@ void SandboxManager::DetachEgress(const std::string& name) {
 std::string SandboxManager::FailureReason(const std::string& name, const std::string& what) const {
   std::string dir = SandboxDir(name);
   std::string out = what;
-  std::string vmm_log = Tail(dir + "/vmm.log", 5);
+  std::string vmm_log = FileTail(dir + "/vmm.log", 5);
   if (!vmm_log.empty()) absl::StrAppend(&out, "\nhypervisor log:\n", vmm_log);
   // A share's server that stalls stalls the guest (QEMU waits for its
   // answers): its log belongs beside the console's.
   for (int i = 0;; ++i) {
     std::string path = absl::StrCat(dir, "/virtiofsd", i, ".log");
     if (access(path.c_str(), F_OK) != 0) break;
-    std::string log = Tail(path, 5);
+    std::string log = FileTail(path, 5);
     if (!log.empty()) absl::StrAppend(&out, "\nshare ", i, " server log (", path, "):\n", log);
   }
-  absl::StrAppend(&out, "\nconsole (", dir, "/console.log):\n", Tail(dir + "/console.log", 15));
+  absl::StrAppend(&out, "\nconsole (", dir, "/console.log):\n", FileTail(dir + "/console.log", 15));
   return out;
 }
 

@@ -439,7 +439,9 @@ class SandboxManager {
   SnapshotStore snapshots_;
   std::mutex snapshot_mu_;
   bool snapshot_building_ = false;
-  std::set<std::string> snapshot_tried_;
+  // Tries per snapshot key while vmmd runs (a VM whose boot hung may be
+  // tried again, up to kSnapshotTries; any other failure is final).
+  std::map<std::string, int> snapshot_tried_;
   // The jail ids the snapshot's VM uses while one is made (under mu_).
   uint32_t snapshot_jail_uid_ = 0;
   // Under mu_; warm_stopped_: no more warm VMs (vmmd stopping).

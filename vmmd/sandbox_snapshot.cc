@@ -41,6 +41,8 @@ namespace {
 constexpr char kRestoreMarker[] = "/restore.pending";
 // How many snapshots are kept (each about a third of its guest's memory).
 constexpr size_t kSnapshotsKept = 8;
+// Tries of a snapshot whose VM boot hung, per key while vmmd runs.
+constexpr int kSnapshotTries = 3;
 
 // ScrubSnapshotGuest drops the page cache, dentries and inodes of the
 // snapshot's guest at `agent_socket` and compacts its free memory, so
@@ -246,9 +248,9 @@ void SandboxManager::MaybeSnapshot(const std::string& name) {
     std::lock_guard<std::mutex> lock(snapshot_mu_);
     // One attempt per key while vmmd runs: a shape QEMU cannot save is
     // not booted again and again.
-    if (snapshot_building_ || stopping_ || snapshot_tried_.count(key) != 0) return;
+    if (snapshot_building_ || stopping_ || snapshot_tried_[key] >= kSnapshotTries) return;
     snapshot_building_ = true;
-    snapshot_tried_.insert(key);
+    ++snapshot_tried_[key];
   }
   VmConfig config = ConfigFor(sb);
   auto images = LocateGuestImages(options_.image_dir);
@@ -276,6 +278,11 @@ void SandboxManager::MaybeSnapshot(const std::string& name) {
     }
     std::lock_guard<std::mutex> lock(snapshot_mu_);
     snapshot_building_ = false;
+    // Only a boot that hung is worth another try (by the next sandbox of
+    // the image): a VM QEMU cannot save fails the same way every time.
+    if (!size.ok() && size.status().code() != absl::StatusCode::kDeadlineExceeded) {
+      snapshot_tried_[key] = kSnapshotTries;
+    }
   });
 }
 
@@ -331,7 +338,11 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
           "the snapshot's VM exited during boot: ", ReadFileToString(config.vmm_log))));
     }
     if (steady_clock::now() > deadline) {
-      return fail(absl::DeadlineExceededError("the snapshot's VM did not boot in time"));
+      // The console says how far the guest got (the agent names a boot
+      // step that hangs).
+      return fail(absl::DeadlineExceededError(
+          absl::StrCat("the snapshot's VM did not boot in ", options_.boot_timeout_s,
+                       " s; its console ended: ", FileTail(config.console_log, 8))));
     }
     std::this_thread::sleep_for(milliseconds(50));
   }
