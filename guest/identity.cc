@@ -103,9 +103,8 @@ absl::Status ApplyClaim(const airlock::agent::v1::ClaimRequest& c) {
   if (sethostname(c.hostname().data(), c.hostname().size()) != 0) {
     return absl::InternalError(absl::StrCat("claim: sethostname: ", strerror(errno)));
   }
-  if (absl::Status s = WriteHostsName("", c.hostname()); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("claim: /etc/hosts: ", s.message()));
-  }
+  // Not fatal: only a lookup of its own name is slower without it.
+  (void)WriteHostsName("", c.hostname());
   return WriteMachineId("", c.machine_id());
 }
 

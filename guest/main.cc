@@ -113,7 +113,10 @@ int RunAsInit() {
   airlock::guest::StartLateModules(std::move(*late));
   step = watch.Begin("writing the egress settings");
   if (absl::Status s = airlock::guest::WriteEgressConfig(""); !s.ok()) Fail(s);
-  if (absl::Status s = airlock::guest::WriteHostsName("", params.hostname); !s.ok()) Fail(s);
+  if (absl::Status s = airlock::guest::WriteHostsName("", params.hostname); !s.ok()) {
+    // Only a lookup of its own name is slower without it.
+    Console(absl::StrCat("airlock-init: cannot write /etc/hosts: ", s.message()));
+  }
   if (params.ensure_agent_user) {
     step = watch.Begin("making the agent user");
     if (absl::Status s = airlock::guest::EnsureAgentUser(""); !s.ok()) Fail(s);

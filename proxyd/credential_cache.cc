@@ -9,17 +9,25 @@ std::optional<std::vector<Placement>> CredentialCache::Lookup(const std::string&
                                                               const std::string& host,
                                                               uint16_t port) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (instance_ == 0 || now_() >= lease_until_) return std::nullopt;
+  if (instance_ == 0) return std::nullopt;
+  if (now_() >= lease_until_) {
+    // Values are not held past the time they may be used.
+    entries_.clear();
+    return std::nullopt;
+  }
   auto it = entries_.find(Key(sandbox, host, port));
   if (it == entries_.end() || it->second.revision != revision_) return std::nullopt;
   return it->second.placements;
 }
 
 void CredentialCache::Store(const std::string& sandbox, const std::string& host, uint16_t port,
-                            uint64_t instance, uint64_t revision,
+                            uint64_t instance, uint64_t revision, uint64_t generation,
                             std::vector<Placement> placements) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (instance_ == 0 || instance != instance_ || revision != revision_) return;
+  if (instance_ == 0 || instance != instance_ || revision != revision_ ||
+      generation != generation_ || now_() >= lease_until_) {
+    return;
+  }
   if (entries_.size() >= max_entries_) entries_.clear();
   entries_[Key(sandbox, host, port)] = Entry{revision, std::move(placements)};
 }
@@ -39,8 +47,14 @@ void CredentialCache::Known(uint64_t instance, uint64_t revision,
   if (lease_until) lease_until_ = std::max(lease_until_, *lease_until);
 }
 
+uint64_t CredentialCache::Generation() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
+}
+
 void CredentialCache::Lost() {
   std::lock_guard<std::mutex> lock(mu_);
+  ++generation_;
   entries_.clear();
   instance_ = 0;
   revision_ = 0;
@@ -49,6 +63,7 @@ void CredentialCache::Lost() {
 
 void CredentialCache::Forget(const std::string& sandbox) {
   std::lock_guard<std::mutex> lock(mu_);
+  ++generation_;
   for (auto it = entries_.begin(); it != entries_.end();) {
     it = std::get<0>(it->first) == sandbox ? entries_.erase(it) : std::next(it);
   }

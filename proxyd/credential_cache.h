@@ -38,17 +38,25 @@ class CredentialCache {
   // it; nullopt means ask secretsd.
   std::optional<std::vector<Placement>> Lookup(const std::string& sandbox,
                                                const std::string& host, uint16_t port);
+  // Generation changes at every Forget and Lost: an answer asked for
+  // before either is not stored (a detached sandbox's values must not come
+  // back with a call that was in flight).
+  uint64_t Generation();
   // Store keeps an answer of `instance`'s `revision`, when that is the
   // revision the watch knows (an answer of an older one is already stale,
-  // of a newer one not yet vouched for). Past max_entries the cache starts
-  // over.
+  // of a newer one not yet vouched for) and `generation` (taken before
+  // asking) is still current. Past max_entries the cache starts over.
   void Store(const std::string& sandbox, const std::string& host, uint16_t port,
-             uint64_t instance, uint64_t revision, std::vector<Placement> placements);
+             uint64_t instance, uint64_t revision, uint64_t generation,
+             std::vector<Placement> placements);
 
   // Known is what the watch heard: `revision` of `instance` (another
-  // instance drops everything kept; an older revision than known changes
-  // nothing). `lease_until`, for the answer to a ping, is how long the
-  // watch vouches; a pushed change passes none and extends nothing.
+  // instance drops everything kept; an older revision than known leaves
+  // the revision as it is). `lease_until`, for the answer to a ping, is
+  // how long the watch vouches (an older revision's answer still extends
+  // it: the lease is about changes after the ping); a pushed change passes
+  // none and extends nothing. What is kept is dropped once the lease
+  // lapses, not only left unused.
   void Known(uint64_t instance, uint64_t revision,
              std::optional<Clock::time_point> lease_until);
   // Lost: the watch ended; nothing kept is used until Known again.
@@ -70,6 +78,7 @@ class CredentialCache {
   uint64_t instance_ = 0;  // 0: no watch
   uint64_t revision_ = 0;
   Clock::time_point lease_until_{};
+  uint64_t generation_ = 0;
   std::map<Key, Entry> entries_;
 };
 

@@ -50,6 +50,7 @@ absl::StatusOr<std::vector<Placement>> SecretsClient::Resolve(grpc::ClientContex
   req.set_host(host);
   req.set_port(port);
   pb::ResolveResponse resp;
+  uint64_t generation = cache_.Generation();
   grpc::Status s = stub->Resolve(ctx, req, &resp);
   if (!s.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
@@ -57,7 +58,7 @@ absl::StatusOr<std::vector<Placement>> SecretsClient::Resolve(grpc::ClientContex
   }
   std::vector<Placement> out;
   for (const auto& c : resp.credentials()) out.push_back(PlacementFromWire(c));
-  cache_.Store(sandbox, host, port, resp.instance(), resp.revision(), out);
+  cache_.Store(sandbox, host, port, resp.instance(), resp.revision(), generation, out);
   return out;
 }
 

@@ -32,8 +32,11 @@ class RevisionBoard {
   using Clock = std::chrono::steady_clock;
   using Push = std::function<void(uint64_t revision)>;
 
+  // A new board waits out a lease before its first changes return: a
+  // proxyd may still trust what the previous secretsd process answered
+  // it (its stream's end not noticed yet).
   RevisionBoard(std::chrono::milliseconds lease, std::chrono::milliseconds margin)
-      : lease_(lease), margin_(margin) {}
+      : lease_(lease), margin_(margin), lingering_until_(Clock::now() + lease + margin) {}
 
   std::chrono::milliseconds lease() const { return lease_; }
 
@@ -74,8 +77,9 @@ class RevisionBoard {
   std::condition_variable acked_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, Watcher> watchers_;
-  // The latest a removed watcher may still trust its cache.
-  Clock::time_point lingering_until_{};
+  // The latest a removed watcher (or one of the previous process) may
+  // still trust its cache.
+  Clock::time_point lingering_until_;
 };
 
 }  // namespace airlock::secretsd

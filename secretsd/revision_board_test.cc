@@ -16,19 +16,38 @@ using Clock = std::chrono::steady_clock;
 constexpr milliseconds kLease(300);
 constexpr milliseconds kMargin(50);
 
+// A board past its first lease (a new one waits out the previous
+// process's watchers, see ANewBoardWaitsOutThePreviousProcesssLease).
+class SettledBoard : public RevisionBoard {
+ public:
+  SettledBoard(milliseconds lease, milliseconds margin) : RevisionBoard(lease, margin) {
+    std::this_thread::sleep_for(lease + margin);
+  }
+};
+
 milliseconds Since(Clock::time_point start) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - start);
 }
 
-TEST(RevisionBoardTest, NoWatcherNoWait) {
+TEST(RevisionBoardTest, ANewBoardWaitsOutThePreviousProcesssLease) {
+  auto made = Clock::now();
   RevisionBoard board(kLease, kMargin);
+  EXPECT_EQ(board.Changed(1), 0);
+  EXPECT_GE(Since(made), kLease + kMargin);
+  auto start = Clock::now();
+  EXPECT_EQ(board.Changed(2), 0);
+  EXPECT_LT(Since(start), kLease);
+}
+
+TEST(RevisionBoardTest, NoWatcherNoWait) {
+  SettledBoard board(kLease, kMargin);
   auto start = Clock::now();
   EXPECT_EQ(board.Changed(1), 0);
   EXPECT_LT(Since(start), kLease);
 }
 
 TEST(RevisionBoardTest, AWatcherThatAcknowledgesEndsTheWait) {
-  RevisionBoard board(kLease, kMargin);
+  SettledBoard board(kLease, kMargin);
   std::vector<uint64_t> pushed;
   uint64_t id = 0;
   // The push acknowledges from its own thread, as a stream's writer and
@@ -47,7 +66,7 @@ TEST(RevisionBoardTest, AWatcherThatAcknowledgesEndsTheWait) {
 }
 
 TEST(RevisionBoardTest, ASilentWatcherIsWaitedOutForItsLease) {
-  RevisionBoard board(kLease, kMargin);
+  SettledBoard board(kLease, kMargin);
   int pushes = 0;
   uint64_t id = board.Add([&](uint64_t) { ++pushes; });
   board.Answered(id);
@@ -58,7 +77,7 @@ TEST(RevisionBoardTest, ASilentWatcherIsWaitedOutForItsLease) {
 }
 
 TEST(RevisionBoardTest, AWatcherNeverAnsweredTrustsNothingAndIsNotWaitedFor) {
-  RevisionBoard board(kLease, kMargin);
+  SettledBoard board(kLease, kMargin);
   int pushes = 0;
   board.Add([&](uint64_t) { ++pushes; });
   auto start = Clock::now();
@@ -68,7 +87,7 @@ TEST(RevisionBoardTest, AWatcherNeverAnsweredTrustsNothingAndIsNotWaitedFor) {
 }
 
 TEST(RevisionBoardTest, AWatcherGoneAfterAnAnswerIsWaitedOutFromThatAnswer) {
-  RevisionBoard board(kLease, kMargin);
+  SettledBoard board(kLease, kMargin);
   uint64_t id = board.Add([](uint64_t) {});
   auto answered = Clock::now();
   board.Answered(id);
@@ -83,7 +102,7 @@ TEST(RevisionBoardTest, AWatcherGoneAfterAnAnswerIsWaitedOutFromThatAnswer) {
 }
 
 TEST(RevisionBoardTest, AWatcherRemovedWhileWaitedForIsWaitedOut) {
-  RevisionBoard board(kLease, kMargin);
+  SettledBoard board(kLease, kMargin);
   uint64_t id = board.Add([](uint64_t) {});
   board.Answered(id);
   std::thread remover([&] {
@@ -97,7 +116,7 @@ TEST(RevisionBoardTest, AWatcherRemovedWhileWaitedForIsWaitedOut) {
 }
 
 TEST(RevisionBoardTest, AnAcknowledgementOfALaterRevisionCounts) {
-  RevisionBoard board(kLease, kMargin);
+  SettledBoard board(kLease, kMargin);
   int pushes = 0;
   uint64_t id = board.Add([&](uint64_t) { ++pushes; });
   board.Answered(id);
@@ -109,7 +128,7 @@ TEST(RevisionBoardTest, AnAcknowledgementOfALaterRevisionCounts) {
 }
 
 TEST(RevisionBoardTest, OnlyTheSilentOneOfTwoIsWaitedFor) {
-  RevisionBoard board(kLease, kMargin);
+  SettledBoard board(kLease, kMargin);
   std::atomic<uint64_t> quick{0};
   std::vector<std::thread> acks;
   quick = board.Add([&](uint64_t r) {

@@ -438,7 +438,6 @@ absl::StatusOr<SecretInfo> SecretStore::Set(const SecretSpec& spec) {
   const std::string hosts_text = absl::StrJoin(hosts, "\n");
 
   std::lock_guard<std::mutex> lock(mu_);
-  ++revision_;  // before the change: see Revision
   auto existing = Rows("id = ?", {id});
   if (!existing.ok()) return existing.status();
   // A registry secret has no sentinel: nothing of it reaches a guest.
@@ -467,6 +466,7 @@ absl::StatusOr<SecretInfo> SecretStore::Set(const SecretSpec& spec) {
   auto sealed = Seal(key_, spec.value, id);
   if (!sealed.ok()) return sealed.status();
   const int64_t now = Now();
+  ++revision_;  // before the change (nothing refused it since): see Revision
   absl::Status s;
   if (existing->empty()) {
     s = db_->Exec(

@@ -122,6 +122,12 @@ TEST_F(SecretStoreTest, TheRevisionMovesWithWhatResolveAnswers) {
   EXPECT_FALSE(moved());
   EXPECT_FALSE(store_->Set(Service(Scope::kGlobal, "", "no-such-service", "v")).ok());
   EXPECT_FALSE(moved());  // refused before anything changed
+  ASSERT_TRUE(
+      store_->Set(Custom(Scope::kGlobal, "", "A_TOKEN", {"a.example"}, "v", "sbx-cs-same")).ok());
+  EXPECT_TRUE(moved());
+  EXPECT_FALSE(
+      store_->Set(Custom(Scope::kGlobal, "", "B_TOKEN", {"b.example"}, "v", "sbx-cs-same")).ok());
+  EXPECT_FALSE(moved());  // a placeholder clash, refused under the lock
   ASSERT_TRUE(store_->BindKit("box1", {}).ok());
   EXPECT_TRUE(moved());
   ASSERT_TRUE(store_->Delete("github@global").ok());

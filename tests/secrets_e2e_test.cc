@@ -218,9 +218,15 @@ TEST_F(SecretsE2ETest, ARemovalReachesAFrozenProxydsNextRequest) {
   ASSERT_TRUE(absl::SimpleAtoi(
       absl::StripAsciiWhitespace(ReadFileToString(dir_->path() + "/run/proxyd.pid")), &proxyd));
   ASSERT_EQ(kill(proxyd, SIGSTOP), 0);
+  auto start = std::chrono::steady_clock::now();
   auto rm = Airlock({"secret", "rm", "sec", "anthropic"});
+  auto took = std::chrono::steady_clock::now() - start;
   ASSERT_EQ(kill(proxyd, SIGCONT), 0);
   ASSERT_EQ(rm.exit_code, 0) << rm.err;
+  // secretsd waited out proxyd's lease (1 s after its last answered ping,
+  // at most a quarter second before the freeze), not an acknowledgement.
+  EXPECT_GE(took, std::chrono::milliseconds(700));
+  EXPECT_LT(took, std::chrono::seconds(10));
   auto after = Guest(req);
   EXPECT_EQ(after.out.find(value), std::string::npos) << after.out;
   EXPECT_NE(after.out.find("auth="), std::string::npos) << after.out << after.err;

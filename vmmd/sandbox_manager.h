@@ -284,8 +284,10 @@ class SandboxManager {
   void MaybeSnapshot(const std::string& name);
   // BuildSnapshot boots a VM of `config`'s shape that is no sandbox, saves
   // it when its agent is up and commits the snapshot; returns its size.
+  // `boot_hung` is set when its guest did not come up in time.
   absl::StatusOr<uint64_t> BuildSnapshot(const std::string& key, const VmConfig& config,
-                                         const std::string& base_disk);
+                                         const std::string& base_disk,
+                                         bool* boot_hung = nullptr);
   // RecoverSnapshots drops what a vmmd stopped while making one left.
   void RecoverSnapshots();
 
@@ -439,8 +441,9 @@ class SandboxManager {
   SnapshotStore snapshots_;
   std::mutex snapshot_mu_;
   bool snapshot_building_ = false;
-  // Tries per snapshot key while vmmd runs (a VM whose boot hung may be
-  // tried again, up to kSnapshotTries; any other failure is final).
+  // Tries per snapshot key while vmmd runs: a VM whose boot hung may be
+  // tried again, up to kSnapshotTries; a success or any other failure is
+  // final (a snapshot later removed as unloadable is not made again).
   std::map<std::string, int> snapshot_tried_;
   // The jail ids the snapshot's VM uses while one is made (under mu_).
   uint32_t snapshot_jail_uid_ = 0;

@@ -264,7 +264,8 @@ void SandboxManager::MaybeSnapshot(const std::string& name) {
   std::string base_disk = *base;
   StartWorker([this, key, config, base_disk] {
     auto begun = steady_clock::now();
-    auto size = BuildSnapshot(key, config, base_disk);
+    bool boot_hung = false;
+    auto size = BuildSnapshot(key, config, base_disk, &boot_hung);
     if (size.ok()) {
       AIRLOCK_LOG_INFO("snapshot made: new sandboxes of this image restore it",
                        {{"key", key.substr(0, 12)},
@@ -280,15 +281,13 @@ void SandboxManager::MaybeSnapshot(const std::string& name) {
     snapshot_building_ = false;
     // Only a boot that hung is worth another try (by the next sandbox of
     // the image): a VM QEMU cannot save fails the same way every time.
-    if (!size.ok() && size.status().code() != absl::StatusCode::kDeadlineExceeded) {
-      snapshot_tried_[key] = kSnapshotTries;
-    }
+    if (!boot_hung) snapshot_tried_[key] = kSnapshotTries;
   });
 }
 
 absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
                                                        const VmConfig& sandbox_config,
-                                                       const std::string& base_disk) {
+                                                       const std::string& base_disk, bool* boot_hung) {
   auto snapshot = snapshots_.Begin(key);
   if (!snapshot.ok()) return snapshot.status();
   VmConfig config = SnapshotVm(sandbox_config, snapshot->dir, jails_.SocketDir(kSnapshotVmName));
@@ -338,6 +337,7 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
           "the snapshot's VM exited during boot: ", ReadFileToString(config.vmm_log))));
     }
     if (steady_clock::now() > deadline) {
+      if (boot_hung != nullptr) *boot_hung = true;
       // The console says how far the guest got (the agent names a boot
       // step that hangs).
       return fail(absl::DeadlineExceededError(
