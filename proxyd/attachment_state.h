@@ -155,9 +155,10 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   // the caps back when it took one.
   void EndConnection(const EgressMux* mux, uint64_t id, bool release_slot);
   void AnswerDns(EgressMux* mux, uint64_t id, const std::string& packet);
-  // Credentials asks secretsd what to place in a request to `host`:`port`; none
-  // when secretsd has none or cannot be reached (the request then carries
-  // only the sentinel, never anything else).
+  // Credentials is what to place in a request to `host`:`port`, kept or
+  // asked of secretsd (SecretsClient); none when secretsd has none or
+  // cannot be reached (the request then carries only the sentinel, never
+  // anything else).
   std::vector<Placement> Credentials(const std::string& host, uint16_t port) override;
   // InterceptForCredentials turns an outright allow into an inspected one
   // when a credential applies to the host, so it can be placed, or when the

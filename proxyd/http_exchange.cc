@@ -138,8 +138,8 @@ bool ServeHttp(ExchangePeers& peers, Stream& client, const std::string& head_tex
     req->Remove("Expect");
     if (!client.WriteAll("HTTP/1.1 100 Continue\r\n\r\n")) return false;
   }
-  // Allowed: now, and only now, the credentials for this host (asked for
-  // each request, so a removed secret is gone from the next one).
+  // Allowed: now, and only now, the credentials for this host (as of the
+  // store's latest change: a removed secret is gone from the next one).
   std::vector<std::string> placed;
   std::string body;
   bool body_read = false;

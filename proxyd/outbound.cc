@@ -6,7 +6,6 @@
 #include "common/client.h"
 #include "common/log.h"
 #include "proxyd/fibers.h"
-#include "protos/secrets/v1/secrets.grpc.pb.h"
 
 namespace airlock::proxyd {
 

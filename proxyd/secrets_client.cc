@@ -14,7 +14,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 SecretsClient::SecretsClient(std::shared_ptr<grpc::Channel> channel)
-    : channel_(std::move(channel)) {}
+    : stub_(pb::Secrets::NewStub(std::move(channel))) {}
 
 SecretsClient::~SecretsClient() { Stop(); }
 
@@ -44,14 +44,13 @@ absl::StatusOr<std::vector<Placement>> SecretsClient::Resolve(grpc::ClientContex
                                                               const std::string& sandbox,
                                                               const std::string& host,
                                                               uint16_t port) {
-  auto stub = pb::Secrets::NewStub(channel_);
   pb::ResolveRequest req;
   req.set_sandbox(sandbox);
   req.set_host(host);
   req.set_port(port);
   pb::ResolveResponse resp;
   uint64_t generation = cache_.Generation();
-  grpc::Status s = stub->Resolve(ctx, req, &resp);
+  grpc::Status s = stub_->Resolve(ctx, req, &resp);
   if (!s.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                         absl::StrCat("secretsd: ", s.error_message()));
@@ -88,7 +87,6 @@ void SecretsClient::Watch() {
 }
 
 bool SecretsClient::WatchOnce(grpc::Status* ended_with) {
-  auto stub = pb::Secrets::NewStub(channel_);
   grpc::ClientContext ctx;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -96,7 +94,7 @@ bool SecretsClient::WatchOnce(grpc::Status* ended_with) {
     stream_ctx_ = &ctx;
   }
   std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::Revision>> stream =
-      stub->WatchRevisions(&ctx);
+      stub_->WatchRevisions(&ctx);
   // Pings (the pinger) and acknowledgements (this thread) share the
   // stream's one writer.
   std::mutex write_mu;

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "proxyd/credential_cache.h"
+#include "protos/secrets/v1/secrets.grpc.pb.h"
 #include "proxyd/inject.h"
 
 namespace airlock::proxyd {
@@ -63,7 +64,8 @@ class SecretsClient {
   // when it got an answer.
   bool WatchOnce(grpc::Status* ended_with);
 
-  std::shared_ptr<grpc::Channel> channel_;
+  // One stub for every call (a stub is safe to share between threads).
+  std::unique_ptr<airlock::secrets::v1::Secrets::Stub> stub_;
   CredentialCache cache_;
   std::atomic<bool> watching_{false};
   std::mutex mu_;
