@@ -20,9 +20,14 @@ def airlock_integration_test(name, vm = False, deps = [], data = [], tags = [], 
       tags: extra tags ("manual": only run when named).
       **kwargs: passed to cc_test.
     """
+
+    # A VM test takes up to 6 minutes here; a hang must not eat the CI
+    # run's budget (Bazel's "enormous" waits an hour): 15 minutes at most.
+    timeout = kwargs.pop("timeout", "long" if vm else "moderate")
     native.cc_test(
         name = name,
         size = "enormous" if vm else "medium",
+        timeout = timeout,
         srcs = [name + ".cc"],
         data = DAEMONS + ["//cli:airlock"] + data,
         tags = ["no-sandbox"] + (["exclusive"] if vm else []) + tags,

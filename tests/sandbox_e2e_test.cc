@@ -317,9 +317,13 @@ TEST_F(SandboxE2ETest, VmmdKilledDuringCreateLeavesNoOrphan) {
   EXPECT_TRUE(testing::ProcessesNamed(dir_.path() + "/state/sandboxes/").empty());
 }
 
-// HttpGet fetches http://127.0.0.1:port/ with a plain socket; "" on failure.
+// HttpGet fetches http://127.0.0.1:port/ with a plain socket; "" on failure
+// or when no answer comes within 10 s.
 std::string HttpGet(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval wait{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);

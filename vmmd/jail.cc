@@ -369,7 +369,7 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
         _exit(1);
       }
       if (write(ready[1], "r", 1) != 1 || read(sync[0], &go, 1) != 1) _exit(1);
-      if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0) {
+      if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setresuid, 0, 0, 0) != 0) {
         Send(report[1], kFailed, kStepIds, errno, 0);
         _exit(1);
       }
@@ -377,9 +377,13 @@ absl::StatusOr<pid_t> LaunchJailed(const std::vector<std::string>& argv, const J
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
     for (int c : drop) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
     // An ordinary user's map denies setgroups: its groups stay as they are.
-    bool ids_ok = (!root || setgroups(0, nullptr) == 0) &&
-                  setresgid(spec.gid, spec.gid, spec.gid) == 0 &&
-                  setresuid(spec.uid, spec.uid, spec.uid) == 0 &&
+    // Raw system calls, not glibc's wrappers: this process may be a raw
+    // clone of the multi-threaded vmmd (die_with_parent), and glibc changes
+    // ids on every thread it knows of, waiting for each under a lock that
+    // one of vmmd's threads may have held at the clone: forever.
+    bool ids_ok = (!root || syscall(SYS_setgroups, 0, nullptr) == 0) &&
+                  syscall(SYS_setresgid, spec.gid, spec.gid, spec.gid) == 0 &&
+                  syscall(SYS_setresuid, spec.uid, spec.uid, spec.uid) == 0 &&
                   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
     if (!ids_ok) {
       Send(report[1], kFailed, kStepIds, errno, 0);

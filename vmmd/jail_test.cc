@@ -9,6 +9,7 @@
 #include <vector>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -289,6 +290,49 @@ TEST_F(JailTest, AnOrdinaryUserJailsWithAUserNamespace) {
   struct stat st;
   ASSERT_EQ(stat((rw_ + "/user.txt").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, nobody);
+}
+
+// A jail that dies with its parent is a raw clone of a multi-threaded
+// vmmd. Threads come and go here while such jails start: a child that
+// used glibc's id calls waited forever for threads that exist only in the
+// parent (CI hung an hour on it). A launch that makes no progress for 5 s
+// ends this test with a message: a hang cannot be waited out otherwise.
+TEST_F(JailTest, DieWithParentJailsStartWhileThreadsComeAndGo) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> churn;
+  for (int t = 0; t < 3; ++t) {
+    churn.emplace_back([&] {
+      while (!stop) std::thread([] {}).join();
+    });
+  }
+  std::atomic<int> done{0};
+  std::thread watchdog([&] {
+    int last = -1;
+    for (int tick = 1; !stop; ++tick) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (tick % 50 != 0) continue;
+      if (done == last) {
+        fprintf(stderr, "a die-with-parent jail did not start within 5 s (after %d launches)\n",
+                done.load());
+        _exit(1);
+      }
+      last = done;
+    }
+  });
+  for (int i = 0; i < 200; ++i) {
+    JailSpec spec = Spec();
+    spec.die_with_parent = true;
+    auto pid = LaunchJailed({"/usr/bin/true"}, spec, dir_.path() + "/true.log");
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    if (!pid.ok()) break;
+    int status = -1;
+    EXPECT_EQ(waitpid(*pid, &status, 0), *pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    ++done;
+  }
+  stop = true;
+  for (auto& t : churn) t.join();
+  watchdog.join();
 }
 
 }  // namespace
