@@ -34,6 +34,17 @@ std::vector<char*> Argv(const std::vector<std::string>& argv) {
   return out;
 }
 
+// Environment is this process's environment with `overrides` set.
+std::vector<std::string> Environment(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    if (overrides.count(entry.substr(0, entry.find('='))) == 0) out.push_back(std::move(entry));
+  }
+  for (const auto& [k, v] : overrides) out.push_back(k + "=" + v);
+  return out;
+}
+
 }  // namespace
 
 CommandResult RunCommand(const std::vector<std::string>& argv,
@@ -46,14 +57,17 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
     return r;
   }
   std::vector<char*> args = Argv(argv);
+  // The environment is made here: the child of a multi-threaded process
+  // may take no lock another thread could have held at the fork (setenv's).
+  std::vector<std::string> environment = Environment(env);
+  std::vector<char*> envp = Argv(environment);
   pid_t pid = fork();
   if (pid == 0) {
     dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
     ResetSignals();
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    execvp(args[0], args.data());
+    execvpe(args[0], args.data(), envp.data());
     dprintf(2, "cannot run %s: %s\n", args[0], strerror(errno));
     _exit(127);
   }

@@ -26,6 +26,13 @@ TEST(RunCommandTest, CapturesOutputExitCodeAndStdin) {
 TEST(RunCommandTest, PassesEnvironmentAndReportsMissingProgram) {
   auto r = RunCommand({"sh", "-c", "echo $FOO"}, {{"FOO", "bar"}});
   EXPECT_EQ(r.out, "bar\n");
+  // An override replaces what this process has; the rest is inherited.
+  setenv("AIRLOCK_SUBPROCESS_TEST", "mine", 1);
+  setenv("AIRLOCK_SUBPROCESS_KEPT", "kept", 1);
+  auto replaced = RunCommand({"sh", "-c", "env | grep ^AIRLOCK_SUBPROCESS_ | sort"},
+                             {{"AIRLOCK_SUBPROCESS_TEST", "theirs"}});
+  EXPECT_EQ(replaced.out, "AIRLOCK_SUBPROCESS_KEPT=kept\nAIRLOCK_SUBPROCESS_TEST=theirs\n");
+  EXPECT_STREQ(getenv("AIRLOCK_SUBPROCESS_TEST"), "mine") << "the caller's own is untouched";
   auto missing = RunCommand({"/nonexistent/prog"});
   EXPECT_EQ(missing.exit_code, 127);
 }

@@ -279,7 +279,8 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
         AIRLOCK_LOG_WARN("cannot restore the snapshot; booting instead",
                          {{"sandbox", name}, {"error", std::string(rs.message())},
                           {"snapshot_removed", removed ? "yes" : "no"},
-                          {"vmm_log", ReadFileToString(config.vmm_log)}});
+                          {"vmm_log", ReadFileToString(config.vmm_log)},
+                          {"console", FileTail(config.console_log, 20)}});
         restore_key.clear();
         if (absl::Status bs = boot_instead(); !bs.ok()) return bs;
       }
@@ -302,9 +303,12 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     // QEMU exited before the agent answered: the sandbox boots its disk
     // (as after any crash).
     bool removed = drop_if_unloadable();
+    // The boot that follows starts the console again: what the restored
+    // guest printed (a panic's reason) is kept here.
     AIRLOCK_LOG_WARN("the restored VM exited before its agent answered; booting",
                      {{"sandbox", name}, {"snapshot_removed", removed ? "yes" : "no"},
-                      {"vmm_log", ReadFileToString(config.vmm_log)}});
+                      {"vmm_log", ReadFileToString(config.vmm_log)},
+                      {"console", FileTail(config.console_log, 20)}});
     if (absl::Status bs = boot_instead(); !bs.ok()) return bs;
     s = Update(name, "booting kernel", [&](vmm::Sandbox& sb) {
       sb.set_vmm_pid(pid);
