@@ -15,6 +15,9 @@
 
 namespace airlock::kit::internal {
 
+// IsLowerAlnum: [a-z0-9], the characters of type and service names.
+inline bool IsLowerAlnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'); }
+
 // IsLiteral reports a string without any `${{ kit.args` or `${{ kit.env`
 // reference: only literal values get value checks before expansion.
 bool IsLiteral(absl::string_view s);
