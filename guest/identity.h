@@ -34,9 +34,9 @@ std::string HostsWithName(const std::string& hosts, const std::string& hostname)
 absl::Status WriteHostsName(const std::string& root, const std::string& hostname);
 
 // ApplyClaim applies a validated `claim` to this guest (PID 1 only): the
-// hostname (and its /etc/hosts line, when the file can be written), /etc/machine-id, the seed mixed into
-// the entropy pool and the CRNG reseeded (RNDADDENTROPY, RNDRESEEDCRNG),
-// and CLOCK_REALTIME.
+// hostname (and its /etc/hosts line, when the file can be written),
+// /etc/machine-id, the seed mixed into the entropy pool and the CRNG
+// reseeded (RNDADDENTROPY, RNDRESEEDCRNG), and CLOCK_REALTIME.
 absl::Status ApplyClaim(const airlock::agent::v1::ClaimRequest& claim);
 
 }  // namespace airlock::guest

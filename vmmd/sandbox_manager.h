@@ -286,8 +286,7 @@ class SandboxManager {
   // it when its agent is up and commits the snapshot; returns its size.
   // `boot_hung` is set when its guest did not come up in time.
   absl::StatusOr<uint64_t> BuildSnapshot(const std::string& key, const VmConfig& config,
-                                         const std::string& base_disk,
-                                         bool* boot_hung = nullptr);
+                                         const std::string& base_disk, bool* boot_hung);
   // RecoverSnapshots drops what a vmmd stopped while making one left.
   void RecoverSnapshots();
 

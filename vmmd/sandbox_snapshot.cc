@@ -287,7 +287,8 @@ void SandboxManager::MaybeSnapshot(const std::string& name) {
 
 absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
                                                        const VmConfig& sandbox_config,
-                                                       const std::string& base_disk, bool* boot_hung) {
+                                                       const std::string& base_disk,
+                                                       bool* boot_hung) {
   auto snapshot = snapshots_.Begin(key);
   if (!snapshot.ok()) return snapshot.status();
   VmConfig config = SnapshotVm(sandbox_config, snapshot->dir, jails_.SocketDir(kSnapshotVmName));
@@ -337,7 +338,7 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
           "the snapshot's VM exited during boot: ", ReadFileToString(config.vmm_log))));
     }
     if (steady_clock::now() > deadline) {
-      if (boot_hung != nullptr) *boot_hung = true;
+      *boot_hung = true;
       // The console says how far the guest got (the agent names a boot
       // step that hangs).
       return fail(absl::DeadlineExceededError(
