@@ -10,9 +10,11 @@
   run, pool    the same when vmmd has a warm VM of the snapshot ready
                (the default --warm-pool 1; each run waits for the refill
                first), and the idle host memory that warm VM holds;
-  run, boot    the same with a direct-mode workspace (virtiofs cannot be
-               saved, so these boot);
-  run, clone   the same in clone mode (a shared source: boots);
+  run, workspace  the restore and the pool with a direct-mode workspace
+               (its virtiofs plugged into the running VM: a snapshot
+               cannot hold one);
+  run, clone   the same in clone mode (the source plugged in, then cloned
+               in the guest);
   each as min/median/max over --runs and as a ratio of the bare boot's
   median, and the path `airlock ls --json` reported (started_from);
   warm exec    `airlock exec NAME -- true` round trips, beside the CLI's own
@@ -118,8 +120,8 @@ try:
          "git -c user.name=bench -c user.email=b@example.com commit -qm init"])
     paths = {
         "restore": [],
-        "boot (workspace)": [workspace],
-        "boot (clone)": ["--clone", repo],
+        "restore (workspace)": [workspace],
+        "restore (clone)": ["--clone", repo],
     }
     figures = {}
     started = {}
@@ -200,16 +202,22 @@ try:
     warm_pids = [int(p) for p in run(["pgrep", "-f", f"file={tmp}/state/pool/"]).stdout.split()]
     time.sleep(5)
     warm_mem = host_memory_parts_mib(warm_pids[0]) if warm_pids else (0.0, 0.0)
-    ready = warm_vms_ready()
-    airlock("run", "--name", "probe", "-m", args.memory, "shell", "--", "true")
-    started["pool"] = sandbox("probe").get("started_from", "?")
-    airlock("rm", "-f", "probe")
-    pool = []
-    for _ in range(args.runs):
+    for label, extra in (("pool", []), ("pool (workspace)", [workspace]),
+                         ("pool (clone)", ["--clone", repo])):
+        flags = [e for e in extra if e.startswith("--")]
+        shares = [e for e in extra if not e.startswith("--")]
         wait_for_warm_vm(ready)
         ready = warm_vms_ready()
-        pool.append(timed(lambda: airlock("run", "--rm", "-m", args.memory, "shell", "--", "true")))
-    figures["pool"] = pool
+        airlock("run", "--name", "probe", "-m", args.memory, *flags, "shell", *shares, "--", "true")
+        started[label] = sandbox("probe").get("started_from", "?")
+        airlock("rm", "-f", "probe")
+        pool = []
+        for _ in range(args.runs):
+            wait_for_warm_vm(ready)
+            ready = warm_vms_ready()
+            pool.append(timed(lambda: airlock("run", "--rm", "-m", args.memory, *flags, "shell",
+                                              *shares, "--", "true")))
+        figures[label] = pool
 
     accel = sandbox("booted")["accelerator"] if sandbox("booted") else accel_seen
     bare_median = statistics.median(bare)

@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -226,7 +227,8 @@ grpc::Status AgentService::RemovePath(grpc::ServerContext*, const agentpb::Remov
 grpc::Status AgentService::Mount(grpc::ServerContext*, const agentpb::MountRequest* req,
                                  agentpb::Empty*) {
   if (absl::Status s = AwaitLateModules(); !s.ok()) return ToGrpc(s);  // virtiofs
-  return ToGrpc(MountShare(req->tag(), req->path(), req->read_only(), req->file()));
+  return ToGrpc(MountShare(req->tag(), req->path(), req->read_only(), req->file(),
+                           absl::Milliseconds(std::min<uint32_t>(req->wait_ms(), 60000))));
 }
 
 grpc::Status AgentService::PortForward(

@@ -7,13 +7,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "guest/files.h"
 
 namespace airlock::guest {
 
 absl::Status MountShare(const std::string& tag, const std::string& path, bool read_only,
-                        bool file) {
+                        bool file, absl::Duration wait) {
   if (absl::Status s = CheckGuestPath(path); !s.ok()) return s;
   if (tag.empty() || tag.find('/') != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("invalid share tag \"", tag, "\""));
@@ -21,9 +24,18 @@ absl::Status MountShare(const std::string& tag, const std::string& path, bool re
   unsigned long flags = MS_NODEV | (read_only ? MS_RDONLY : 0);
   std::string where = file ? absl::StrCat("/run/airlock/shares/", tag) : path;
   if (absl::Status s = MakeDirectory(where, 0755, true); !s.ok()) return s;
-  if (mount(tag.c_str(), where.c_str(), "virtiofs", flags, nullptr) != 0) {
-    return absl::InternalError(
-        absl::StrCat("mount virtiofs ", tag, " on ", where, ": ", strerror(errno)));
+  absl::Time deadline = absl::Now() + wait;
+  while (mount(tag.c_str(), where.c_str(), "virtiofs", flags, nullptr) != 0) {
+    // virtiofs says EINVAL for a tag no device has (yet).
+    if (errno == EINVAL && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(2));
+      continue;
+    }
+    std::string why = strerror(errno);
+    if (errno == EINVAL && wait > absl::ZeroDuration()) {
+      why = absl::StrCat("no device with this tag appeared within ", absl::FormatDuration(wait));
+    }
+    return absl::InternalError(absl::StrCat("mount virtiofs ", tag, " on ", where, ": ", why));
   }
   if (!file) return absl::OkStatus();
   std::string parent = path.substr(0, path.rfind('/'));

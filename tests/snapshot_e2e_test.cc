@@ -288,15 +288,89 @@ TEST_F(SnapshotE2ETest, RestoredSandboxesAreEachTheirOwn) {
   EXPECT_EQ(Exec("twin-a", "cat /etc/machine-id"), id_a) << "the machine id is the sandbox's";
   EXPECT_EQ(Exec("twin-a", "hostname"), "twin-a\n");
 
-  // Another shape, or a shared path, boots.
+  // Another shape boots.
   auto other = Airlock({"run", "--name", "bigger", "-m", "1200m", "shell", "--", "true"});
   ASSERT_EQ(other.exit_code, 0) << other.err;
   EXPECT_EQ(Sandbox("bigger")["started_from"], "boot");
-  std::string work = dir_.path() + "/work";
-  mkdir(work.c_str(), 0755);
-  auto shared = Airlock({"run", "--name", "shared", "-m", "1g", "shell", work, "--", "true"});
-  ASSERT_EQ(shared.exit_code, 0) << shared.err;
-  EXPECT_EQ(Sandbox("shared")["started_from"], "boot");
+}
+
+TEST_F(SnapshotE2ETest, SharedPathsArePluggedIntoARestoredSandbox) {
+  auto first = Airlock({"run", "--name", "first", "-m", "1g", "shell", "--", "true"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_TRUE(WaitForSnapshot()) << "vmmd made no snapshot after the first boot"
+                                 << SnapshotDiagnosis();
+  std::string ws = dir_.path() + "/ws", ro = dir_.path() + "/ro";
+  for (const auto& d : {ws, ro}) ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+  std::ofstream(ws + "/from-host.txt") << "host data\n";
+  std::ofstream(ro + "/ro.txt") << "read only\n";
+  std::string single = dir_.path() + "/single.conf";
+  std::ofstream(single) << "one file\n";
+  ASSERT_EQ(RunCommand({"chown", "-R", "1000:1000", ws}).exit_code, 0);
+
+  // A direct-mode workspace, a read-only directory and a read-only file:
+  // the snapshot has none of them, the restored VM takes them plugged in.
+  auto run = Airlock({"run", "--name", "direct", "-m", "1g", "shell", ws, ro + ":ro",
+                      single + ":ro", "--", "sh", "-c",
+                      "pwd; cat from-host.txt; echo from guest > from-guest.txt"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string from = Sandbox("direct")["started_from"];
+  EXPECT_TRUE(from == "restore" || from == "pool") << from;
+  EXPECT_EQ(run.out, ws + "\nhost data\n");
+  EXPECT_EQ(ReadFileToString(ws + "/from-guest.txt"), "from guest\n");
+  std::ofstream(ws + "/later.txt") << "written while running\n";
+  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", ws + "/later.txt"}).out,
+            "written while running\n");
+  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", ro + "/ro.txt"}).out, "read only\n");
+  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", single}).out, "one file\n");
+  // Read-only holds for guest root after remounting read-write: the host
+  // enforces it, as for a booted sandbox's shares.
+  auto write_ro = Airlock({"exec", "-u", "root", "direct", "--", "sh", "-c",
+                           "mount -o remount,rw " + ro + " 2>/dev/null; echo x > " + ro +
+                               "/new.txt"});
+  EXPECT_NE(write_ro.exit_code, 0);
+  EXPECT_NE(write_ro.err.find("Read-only file system"), std::string::npos) << write_ro.err;
+  EXPECT_NE(access((ro + "/new.txt").c_str(), F_OK), 0);
+  auto write_file = Airlock({"exec", "-u", "root", "direct", "--", "sh", "-c",
+                             "echo x >> " + single});
+  EXPECT_NE(write_file.err.find("Read-only file system"), std::string::npos) << write_file.err;
+  EXPECT_EQ(ReadFileToString(single), "one file\n");
+  // The guest sees its shares on the PCIe slots, and the next sandbox
+  // neither sees them nor can plug them back.
+  EXPECT_EQ(Exec("direct", "ls -d /sys/bus/pci/drivers/virtio-pci/0000:* | wc -l"), "3\n");
+
+  auto other = Airlock({"run", "--name", "other", "-m", "1g", "shell", "--", "sh", "-c",
+                        "grep -c virtiofs /proc/mounts; ls " + ws + " 2>&1"});
+  EXPECT_NE(Sandbox("other")["started_from"], "boot");
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_EQ(other.out, "0\nls: cannot access '" + ws + "': No such file or directory\n")
+      << other.err;
+
+  // A restart boots its disk, with the shares as a boot has them.
+  ASSERT_EQ(Airlock({"stop", "direct"}).exit_code, 0);
+  ASSERT_EQ(Airlock({"start", "direct"}).exit_code, 0);
+  EXPECT_EQ(Sandbox("direct")["started_from"], "boot");
+  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", ws + "/from-guest.txt"}).out,
+            "from guest\n");
+
+  // Clone mode: the source is plugged in read-only and cloned.
+  std::string repo = dir_.path() + "/repo";
+  auto git = [&](const std::string& cmd) {
+    return RunCommand({"sh", "-c", "cd '" + repo + "' && " + cmd},
+                      {{"GIT_CONFIG_NOSYSTEM", "1"}, {"HOME", dir_.path()}});
+  };
+  ASSERT_EQ(RunCommand({"git", "init", "-q", "-b", "main", repo}).exit_code, 0);
+  ASSERT_EQ(git("echo v1 > app.txt && git add . && "
+                "git -c user.name=h -c user.email=h@h commit -qm host-commit").exit_code, 0);
+  ASSERT_EQ(Airlock({"create", "--clone", "--name", "cl", "-m", "1g", "shell", repo}).exit_code,
+            0);
+  from = Sandbox("cl")["started_from"];
+  EXPECT_TRUE(from == "restore" || from == "pool") << from;
+  auto look = Airlock({"exec", "cl", "--", "sh", "-c", "git log --format=%s; cat app.txt"});
+  EXPECT_EQ(look.out, "host-commit\nv1\n") << look.err;
+  auto touch = Airlock({"exec", "-u", "root", "cl", "--", "sh", "-c",
+                        "echo x > /run/sandbox/source/app.txt"});
+  EXPECT_NE(touch.err.find("Read-only file system"), std::string::npos) << touch.err;
+  EXPECT_EQ(ReadFileToString(repo + "/app.txt"), "v1\n");
 }
 
 TEST_F(SnapshotE2ETest, AWarmVmBecomesTheNextSandboxAndIsItsOwn) {

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,20 @@ class Hypervisor {
   // MaxShares is how many shared paths one VM can take beside its other
   // devices (`docker`: with the Docker Engine's disk).
   virtual int MaxShares(bool docker) const { return docker ? 64 : 65; }
+
+  // HotplugShares is how many shares a VM can take once it runs
+  // (AttachShare): what lets a VM restored from a snapshot, which has
+  // none, take a sandbox's. 0: shares are only given at launch.
+  virtual size_t HotplugShares() const { return 0; }
+
+  // AttachShare adds `share` to the running VM of `config` (through
+  // config.qmp_socket) in hot-plug slot `slot` (< HotplugShares()), its
+  // socket named as the VM's process sees it. It returns once the VMM
+  // holds the device; the guest sees the tag once it has taken the
+  // hot-plug, so its mount waits for it (MountRequest.wait_ms).
+  virtual absl::Status AttachShare(const VmConfig& config, size_t slot, const VmShare& share) {
+    return absl::UnimplementedError("this hypervisor cannot add shares to a running VM");
+  }
 };
 
 }  // namespace airlock::vmmd

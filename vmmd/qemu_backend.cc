@@ -27,6 +27,7 @@
 #include "common/fd_io.h"
 #include "common/subprocess.h"
 #include "vmmd/memory_image.h"
+#include "vmmd/qmp.h"
 
 namespace airlock::vmmd {
 namespace {
@@ -202,6 +203,9 @@ std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
       "console=ttyS0 quiet panic=-1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd "
       "i8042.nokbd tsc=reliable no_timer_check cryptomgr.notests edd=off "
       "random.trust_cpu=on rcupdate.rcu_expedited=1"
+      // The PCIe root ports' hot-plug (a restored VM's shares): microvm's
+      // firmware tables leave PCIe services to the OS only this way.
+      " pcie_ports=native"
       // Debian turns on zeroing of every kernel allocation (a hardening
       // between the guest's own processes); under TCG it is ~0.3 s of a
       // boot. The host hands the guest zeroed memory, and the VM, not the
@@ -218,12 +222,22 @@ std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
   return cmdline;
 }
 
+namespace {
+
+// The machine: microvm with its PCIe host bridge, where the hot-plug slots
+// are (virtio-mmio devices cannot be added to a running microvm).
+constexpr char kMachine[] = "microvm,pcie=on";
+
+std::string HotplugBus(size_t slot) { return absl::StrCat("hotplug", slot); }
+
+}  // namespace
+
 std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
   bool kvm = c.accelerator == "kvm";
   std::vector<std::string> args = {
       qemu_,
       "-name", absl::StrCat("airlock-", c.name),
-      "-M", "microvm",
+      "-M", kMachine,
       // TCG's translation cache is bounded (QEMU's default is 1 GiB), so the
       // VM's memory is its guest size plus a known overhead.
       "-accel", kvm ? "kvm" : absl::StrCat("tcg,tb-size=", c.tcg_cache_mib),
@@ -253,6 +267,11 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       // touched.
       "-device", "virtio-balloon-device,free-page-reporting=on",
   };
+  // Empty slots for shares plugged once the VM runs (AttachShare).
+  for (size_t i = 0; i < kShareHotplugSlots; ++i) {
+    args.insert(args.end(), {"-device", absl::StrCat("pcie-root-port,id=", HotplugBus(i),
+                                                     ",bus=pcie.0,chassis=", i + 1)});
+  }
   if (!c.qmp_socket.empty()) {
     args.insert(args.end(), {"-qmp", absl::StrCat("unix:", c.qmp_socket, ",server=on,wait=off")});
   }
@@ -267,7 +286,7 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
                                                      c.memory_mib, "M,mem-path=",
                                                      kMemoryImagePath, ",share=on")});
     for (auto& a : args) {
-      if (a == "microvm") a = "microvm,memory-backend=microvm.ram";
+      if (a == kMachine) a = absl::StrCat(kMachine, ",memory-backend=microvm.ram");
     }
   }
   if (!c.docker_disk.empty()) {
@@ -282,7 +301,7 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
                 {"-object",
                  absl::StrCat("memory-backend-memfd,id=mem,size=", c.memory_mib, "M,share=on")});
     for (auto& a : args) {
-      if (a == "microvm") a = "microvm,memory-backend=mem";
+      if (a == kMachine) a = absl::StrCat(kMachine, ",memory-backend=mem");
     }
     for (size_t i = 0; i < c.shares.size(); ++i) {
       args.insert(args.end(),
@@ -439,6 +458,37 @@ std::pair<std::string, std::string> QemuBackend::ProbeAccelerator(const std::str
   if (ok) return {"kvm", "a KVM probe boot reached the guest agent"};
   return {"tcg", "/dev/kvm exists but a probe boot did not reach the guest agent within 8 s "
                  "(e.g. nested PVM, which cannot run stock kernels); using TCG"};
+}
+
+absl::Status QemuBackend::AttachShare(const VmConfig& config, size_t slot, const VmShare& share) {
+  if (slot >= kShareHotplugSlots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no hot-plug slot ", slot, " (a VM has ", kShareHotplugSlots, ")"));
+  }
+  if (config.qmp_socket.empty()) {
+    return absl::FailedPreconditionError("the VM has no QMP socket to add a share through");
+  }
+  auto qmp = QmpClient::Connect(config.qmp_socket, std::chrono::seconds(5));
+  if (!qmp.ok()) return qmp.status();
+  std::string chardev = absl::StrCat("hotplugfs", slot);
+  nlohmann::json backend = {
+      {"type", "socket"},
+      {"data",
+       {{"addr", {{"type", "unix"}, {"data", {{"path", share.socket}}}}}, {"server", false}}}};
+  if (auto r = qmp->Execute("chardev-add", {{"id", chardev}, {"backend", backend}}); !r.ok()) {
+    return absl::Status(r.status().code(), absl::StrCat("cannot connect QEMU to the share's ",
+                                                        "virtiofsd: ", r.status().message()));
+  }
+  auto added = qmp->Execute("device_add", {{"driver", "vhost-user-fs-pci"},
+                                           {"id", absl::StrCat("hotplugfsdev", slot)},
+                                           {"bus", HotplugBus(slot)},
+                                           {"chardev", chardev},
+                                           {"tag", share.tag}});
+  if (!added.ok()) {
+    return absl::Status(added.status().code(),
+                        absl::StrCat("cannot add the share's device: ", added.status().message()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace airlock::vmmd

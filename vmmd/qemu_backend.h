@@ -36,6 +36,9 @@ inline uint64_t VmMemoryLimitMib(const VmConfig& config) {
 // the image's directory).
 absl::StatusOr<std::vector<std::string>> QcowBackingChain(const std::string& path);
 
+// How many shares a running VM can take (QemuBackend::HotplugShares).
+inline constexpr size_t kShareHotplugSlots = 4;
+
 // QemuJail is the jail of `config`'s QEMU: the kernel, initramfs and the
 // root disk's backing chain read-only, the root disk, docker disk and
 // console log writable, the socket directory, /dev/null, /dev/urandom and
@@ -75,6 +78,12 @@ class QemuBackend final : public Hypervisor {
   // The root disk, the serial ports' device, the balloon and the Docker
   // disk take theirs first.
   int MaxShares(bool docker) const override { return docker ? 19 : 20; }
+  // Every VM has kShareHotplugSlots PCIe root ports (microvm with its PCIe
+  // host bridge) where a share is plugged once it runs: vhost-user-fs
+  // cannot be part of a saved VM (QEMU 7.2 refuses to load a stream into
+  // a VM that has one), so a restored VM takes its shares this way.
+  size_t HotplugShares() const override { return kShareHotplugSlots; }
+  absl::Status AttachShare(const VmConfig& config, size_t slot, const VmShare& share) override;
 
  private:
   std::string qemu_;

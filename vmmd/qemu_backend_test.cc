@@ -11,6 +11,7 @@
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
+#include "vmmd/fake_qmp.h"
 
 namespace airlock::vmmd {
 namespace {
@@ -39,7 +40,7 @@ std::string After(const std::vector<std::string>& args, const std::string& flag)
 TEST(QemuBackendTest, MicrovmWithoutNetworkAndWithAgentChannel) {
   QemuBackend q("qemu-system-x86_64");
   auto args = q.Args(Config());
-  EXPECT_EQ(After(args, "-M"), "microvm");
+  EXPECT_EQ(After(args, "-M"), "microvm,pcie=on");
   EXPECT_EQ(After(args, "-accel"), "tcg,tb-size=256");
   EXPECT_EQ(After(args, "-smp"), "2");
   EXPECT_EQ(After(args, "-m"), "1024M");
@@ -60,12 +61,12 @@ TEST(QemuBackendTest, SharesAddSharedMemoryAndVhostUserFs) {
   VmConfig c = Config();
   c.shares.push_back({"airlock0", "/run/airlock/vms/box1.fs0.sock"});
   auto args = QemuBackend().Args(c);
-  EXPECT_EQ(After(args, "-M"), "microvm,memory-backend=mem");
+  EXPECT_EQ(After(args, "-M"), "microvm,pcie=on,memory-backend=mem");
   EXPECT_EQ(After(args, "-object"), "memory-backend-memfd,id=mem,size=1024M,share=on");
   std::string joined;
   for (const auto& a : args) joined += a + " ";
   EXPECT_NE(joined.find("vhost-user-fs-device,chardev=fs0,tag=airlock0"), std::string::npos);
-  EXPECT_EQ(After(QemuBackend().Args(Config()), "-M"), "microvm");
+  EXPECT_EQ(After(QemuBackend().Args(Config()), "-M"), "microvm,pcie=on");
 }
 
 TEST(QemuBackendTest, ARestoreMapsItsMemoryImageAsTheMachinesRam) {
@@ -75,7 +76,7 @@ TEST(QemuBackendTest, ARestoreMapsItsMemoryImageAsTheMachinesRam) {
   auto args = QemuBackend().Args(c);
   // The RAM block keeps the name `-m` gives it, the one the snapshot's
   // stream names; the image reaches QEMU as fd 4, never by its path.
-  EXPECT_EQ(After(args, "-M"), "microvm,memory-backend=microvm.ram");
+  EXPECT_EQ(After(args, "-M"), "microvm,pcie=on,memory-backend=microvm.ram");
   EXPECT_EQ(After(args, "-object"),
             "memory-backend-file,id=microvm.ram,size=1024M,mem-path=/proc/self/fd/4,share=on");
   EXPECT_EQ(After(args, "-incoming"), "unix:/run/airlock/vms/box1/incoming.sock");
@@ -84,6 +85,72 @@ TEST(QemuBackendTest, ARestoreMapsItsMemoryImageAsTheMachinesRam) {
   QemuBackend q;
   ASSERT_FALSE(q.Describe(c).empty()) << "needs qemu-system-x86_64 on PATH";
   EXPECT_EQ(q.Describe(c), q.Describe(Config()));
+}
+
+TEST(QemuBackendTest, EveryVmHasEmptyHotplugSlotsForShares) {
+  QemuBackend q;
+  ASSERT_EQ(q.HotplugShares(), kShareHotplugSlots);
+  VmConfig restored = Config();
+  restored.memory_image = "/var/lib/airlock/snapshots/k/ram";
+  for (const VmConfig& c : {Config(), restored}) {
+    auto args = q.Args(c);
+    std::vector<std::string> ports;
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "-device" && absl::StartsWith(args[i + 1], "pcie-root-port,")) {
+        ports.push_back(args[i + 1]);
+      }
+    }
+    ASSERT_EQ(ports.size(), kShareHotplugSlots);
+    EXPECT_EQ(ports[0], "pcie-root-port,id=hotplug0,bus=pcie.0,chassis=1");
+    EXPECT_EQ(ports[3], "pcie-root-port,id=hotplug3,bus=pcie.0,chassis=4");
+    // Without it the guest kernel leaves the ports' hot-plug to firmware
+    // microvm does not have, and a plugged device is never seen.
+    EXPECT_NE(After(args, "-append").find(" pcie_ports=native"), std::string::npos);
+  }
+}
+
+TEST(QemuBackendTest, AttachSharePlugsVhostUserFsIntoItsSlot) {
+  testing::ShortTempDir dir;
+  VmConfig c = Config();
+  c.qmp_socket = dir.path() + "/qmp.sock";
+  std::vector<nlohmann::json> got;
+  {
+    FakeQmp qemu(c.qmp_socket, [&](const nlohmann::json& cmd) -> std::string {
+      got.push_back(cmd);
+      return "{\"return\": {}}\r\n";
+    });
+    ASSERT_TRUE(QemuBackend().AttachShare(c, 2, {"airlock0", "/run/w/fs0.sock"}).ok());
+  }
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1]["execute"], "chardev-add");
+  EXPECT_EQ(got[1]["arguments"]["id"], "hotplugfs2");
+  EXPECT_EQ(got[1]["arguments"]["backend"]["data"]["addr"]["data"]["path"], "/run/w/fs0.sock");
+  EXPECT_EQ(got[1]["arguments"]["backend"]["data"]["server"], false);
+  EXPECT_EQ(got[2]["execute"], "device_add");
+  EXPECT_EQ(got[2]["arguments"]["driver"], "vhost-user-fs-pci");
+  EXPECT_EQ(got[2]["arguments"]["bus"], "hotplug2");
+  EXPECT_EQ(got[2]["arguments"]["chardev"], "hotplugfs2");
+  EXPECT_EQ(got[2]["arguments"]["tag"], "airlock0");
+}
+
+TEST(QemuBackendTest, AttachShareSaysWhatQemuRefused) {
+  testing::ShortTempDir dir;
+  VmConfig c = Config();
+  c.qmp_socket = dir.path() + "/qmp.sock";
+  {
+    FakeQmp qemu(c.qmp_socket, [&](const nlohmann::json& cmd) -> std::string {
+      if (cmd["execute"] == "device_add") {
+        return "{\"error\": {\"class\": \"GenericError\", \"desc\": \"Bus 'hotplug0' is full\"}}\r\n";
+      }
+      return "{\"return\": {}}\r\n";
+    });
+    absl::Status s = QemuBackend().AttachShare(c, 0, {"airlock0", "/run/w/fs0.sock"});
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(s.message(), "cannot add the share's device: QEMU refused device_add: Bus 'hotplug0' is full");
+  }
+  absl::Status none = QemuBackend().AttachShare(c, kShareHotplugSlots, {"airlock0", "/s"});
+  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(none.message(), "no hot-plug slot 4 (a VM has 4)");
 }
 
 TEST(QemuBackendTest, KvmUsesHostCpuAndNoTscHint) {

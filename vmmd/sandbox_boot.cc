@@ -30,6 +30,14 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
 
+namespace {
+
+// How long a restored guest's agent waits for a share plugged into its VM
+// to appear (the guest's PCIe hot-plug: about 0.2 s under TCG).
+constexpr uint32_t kHotplugMountWaitMs = 10000;
+
+}  // namespace
+
 std::string SandboxManager::Accelerator() {
   std::lock_guard<std::mutex> lock(accel_mu_);
   if (!accelerator_.empty()) return accelerator_;
@@ -222,17 +230,12 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     unlink(config.incoming_socket.c_str());
     unlink(config.qmp_socket.c_str());
     unlink(config.vmm_log.c_str());
-    std::vector<Share> shares = SharesOf(sb);
-    for (size_t i = 0; i < shares.size(); ++i) {
-      const Share& share = shares[i];
-      for (pid_t old : ProcessesMatching("--socket-path=" + share.socket)) kill(old, SIGKILL);
-      ShareJail jail = jails_.ForShare(config, i);
-      auto fsd = StartShare(share, config.jail_uid != 0 ? &jail : nullptr,
-                            absl::StrCat(config.dir, "/shares/", i),
-                            absl::StrCat(config.dir, "/virtiofsd", i, ".log"));
-      if (!fsd.ok()) return fsd.status();
-    }
-    auto launched = hypervisor_->Launch(config);
+    if (absl::Status fs = StartShares(sb, config); !fs.ok()) return fs;
+    // A restored VM has no share at its start (a snapshot cannot hold
+    // one): they are plugged in once it runs (WaitForAgent).
+    VmConfig restoring = config;
+    restoring.shares.clear();
+    auto launched = hypervisor_->Launch(restore_key.empty() ? config : restoring);
     if (!launched.ok() && !restore_key.empty()) {
       // The snapshot went, or its memory cannot be copied: the disk boots.
       AIRLOCK_LOG_WARN("cannot start the restore; booting instead",
@@ -250,6 +253,8 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     // disk (no guest has run on it, or one crashed: either boots).
     auto boot_instead = [&]() -> absl::Status {
       KillVm(sb);
+      // A virtiofsd ends with the VM it served: the boot gets new ones.
+      if (absl::Status fs = StartShares(sb, config); !fs.ok()) return fs;
       config.hostname.clear();
       config.incoming_socket.clear();
       config.qmp_socket.clear();
@@ -393,6 +398,12 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         return absl::UnavailableError(FailureReason(name, std::string(cs.message())));
       }
     }
+    if (s.ok() && mount_shares && restored) {
+      if (absl::Status as = AttachShares(sb); !as.ok()) {
+        return absl::UnavailableError(FailureReason(
+            name, absl::StrCat("cannot add the shared paths to the restored VM: ", as.message())));
+      }
+    }
     if (s.ok() && mount_shares) {
       for (const Share& share : SharesOf(sb)) {
         grpc::ClientContext mctx;
@@ -402,6 +413,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         mr.set_path(share.guest_path);
         mr.set_read_only(share.mount.read_only());
         mr.set_file(share.file);
+        // A share plugged into the running VM is there once the guest has
+        // taken the hot-plug.
+        if (restored) mr.set_wait_ms(kHotplugMountWaitMs);
         airlock::agent::v1::Empty empty;
         grpc::Status ms = stub->Mount(&mctx, mr, &empty);
         if (!ms.ok()) {
@@ -580,6 +594,39 @@ absl::Status SandboxManager::AssignJail(const std::string& name, vmm::Sandbox& s
   }
   sb.set_jail_uid(base);
   return Update(name, "", [&](vmm::Sandbox& s) { s.set_jail_uid(base); });
+}
+
+absl::Status SandboxManager::StartShares(const vmm::Sandbox& sb, const VmConfig& config) {
+  std::vector<Share> shares = SharesOf(sb);
+  for (size_t i = 0; i < shares.size(); ++i) {
+    const Share& share = shares[i];
+    for (pid_t old : ProcessesMatching("--socket-path=" + share.socket)) kill(old, SIGKILL);
+    ShareJail jail = jails_.ForShare(config, i);
+    auto fsd = StartShare(share, config.jail_uid != 0 ? &jail : nullptr,
+                          absl::StrCat(config.dir, "/shares/", i),
+                          absl::StrCat(config.dir, "/virtiofsd", i, ".log"));
+    if (!fsd.ok()) return fsd.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SandboxManager::AttachShares(const vmm::Sandbox& sb) {
+  std::vector<Share> shares = SharesOf(sb);
+  if (shares.empty()) return absl::OkStatus();
+  VmConfig config = ConfigFor(sb);
+  config.qmp_socket = config.socket_dir + "/qmp.sock";
+  // A jailed QEMU sees the socket directory where it was when QEMU
+  // started: a claimed warm VM's under its slot's name.
+  std::string seen_dir = config.socket_dir;
+  if (config.jail_uid != 0 && !sb.pool_slot().empty()) seen_dir = jails_.SocketDir(sb.pool_slot());
+  for (size_t i = 0; i < shares.size(); ++i) {
+    const std::string& socket = shares[i].socket;
+    VmShare share{shares[i].tag, seen_dir + socket.substr(socket.rfind('/'))};
+    if (absl::Status s = hypervisor_->AttachShare(config, i, share); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(shares[i].mount.host_path(), ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace airlock::vmmd

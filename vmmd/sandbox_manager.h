@@ -323,6 +323,12 @@ class SandboxManager {
   void RecoverWarmPool(const std::set<std::string>& claimed);
   // SharesOf lists the virtiofs exports of a sandbox.
   std::vector<Share> SharesOf(const airlock::vmm::v1::Sandbox& sb) const;
+  // StartShares starts the virtiofsd of each of `sb`'s shares (one left
+  // from an earlier start is killed first), jailed as `config` says.
+  absl::Status StartShares(const airlock::vmm::v1::Sandbox& sb, const VmConfig& config);
+  // AttachShares plugs `sb`'s shares into its running VM: one restored
+  // from a snapshot, or a claimed warm VM (Hypervisor::AttachShare).
+  absl::Status AttachShares(const airlock::vmm::v1::Sandbox& sb);
   void Monitor();
   // PrepareClone asks gitd about the host repo of a clone-mode spec.
   absl::StatusOr<airlock::vmm::v1::CloneInfo> PrepareClone(const airlock::vmm::v1::SandboxSpec& spec);

@@ -114,7 +114,7 @@ std::string SandboxManager::SnapshotKeyFor(const vmm::Sandbox& sb, const std::st
                                            const std::string& accelerator) {
   if (!options_.snapshots || sb.spec().name().empty()) return "";
   VmConfig config = ConfigFor(sb);
-  if (!Snapshottable(config)) return "";
+  if (!Snapshottable(config, hypervisor_->HotplugShares())) return "";
   auto images = LocateGuestImages(options_.image_dir);
   if (!images.ok()) return "";
   config.kernel = images->kernel;

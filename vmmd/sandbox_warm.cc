@@ -272,6 +272,13 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
     warm_.Drop(vm->slot);
   }
   vm->link->Relocate(config.agent_socket);
+  // Its shares' virtiofsd, jailed with the ids now on record: WaitForAgent
+  // plugs them into the VM.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sb = records_[name].sb;
+  }
+  if (absl::Status fs = StartShares(sb, ConfigFor(sb)); !fs.ok()) return fs;
   s = WaitForAgent(name, vm->pid, /*mount_shares=*/true, /*restored=*/true, vm->link);
   if (s.code() == absl::StatusCode::kAborted) {
     AIRLOCK_LOG_WARN("the claimed warm VM exited before its agent answered; booting",

@@ -52,8 +52,8 @@ void RemoveTree(const std::string& path) {
 
 }  // namespace
 
-bool Snapshottable(const VmConfig& config) {
-  return config.shares.empty() && config.docker_disk.empty();
+bool Snapshottable(const VmConfig& config, size_t hotplug_shares) {
+  return config.shares.size() <= hotplug_shares && config.docker_disk.empty();
 }
 
 absl::Status CopySynced(const std::string& from, const std::string& to) {
@@ -105,6 +105,7 @@ VmConfig SnapshotVm(const VmConfig& config, const std::string& dir,
   c.qmp_socket.clear();
   c.incoming_socket.clear();
   c.die_with_vmmd = false;
+  c.shares.clear();
   return c;
 }
 

@@ -11,8 +11,13 @@
 // answers, its own identity (hostname, machine id, entropy, clock: the
 // agent's Claim).
 //
-// Where it stops: a snapshot cannot carry virtiofs shares (QEMU cannot
-// migrate vhost-user-fs) or the Docker disk, so sandboxes with either boot.
+// A snapshot never holds a virtiofs share (QEMU cannot save vhost-user-fs,
+// nor load a stream into a VM that has one): a restored sandbox's shares
+// are plugged into its running VM (Hypervisor::AttachShare) and then
+// mounted, so the snapshot is the same for sandboxes with and without them.
+//
+// Where it stops: a sandbox with more shares than the hypervisor can plug
+// into a running VM, or with the Docker disk, boots.
 #ifndef AIRLOCK_VMMD_SNAPSHOTS_H_
 #define AIRLOCK_VMMD_SNAPSHOTS_H_
 
@@ -46,13 +51,14 @@ struct SnapshotInputs {
   std::string vm;
 };
 
-// Snapshottable says whether a VM of `config` can be saved and restored:
-// no virtiofs shares and no Docker disk.
-bool Snapshottable(const VmConfig& config);
+// Snapshottable says whether a VM of `config` can start from a snapshot:
+// no Docker disk, and at most `hotplug_shares` shares (what can be plugged
+// into it once it runs).
+bool Snapshottable(const VmConfig& config, size_t hotplug_shares);
 
 // SnapshotVm is `config` as the VM a snapshot of it is made from: the
-// snapshot's name and hostname, and its files at `dir` (the snapshot's
-// directory) and `socket_dir`.
+// snapshot's name and hostname, its files at `dir` (the snapshot's
+// directory) and `socket_dir`, and no shares.
 VmConfig SnapshotVm(const VmConfig& config, const std::string& dir, const std::string& socket_dir);
 
 // CopySynced copies `from` to `to` (a reflink where the filesystem makes

@@ -41,14 +41,18 @@ TEST(SnapshotKeyTest, EveryInputAndEachFileChangesTheKey) {
   EXPECT_EQ(SnapshotKey(in), before);
 }
 
-TEST(SnapshottableTest, SharesAndDockerCannotBeSaved) {
+TEST(SnapshottableTest, SharesUpToTheHotplugSlotsAndNoDocker) {
   VmConfig c;
-  EXPECT_TRUE(Snapshottable(c));
-  c.shares.push_back({"airlock0", "/s"});
-  EXPECT_FALSE(Snapshottable(c));
+  EXPECT_TRUE(Snapshottable(c, 0));
+  c.shares.push_back({"airlock0", "/s0"});
+  EXPECT_FALSE(Snapshottable(c, 0)) << "a hypervisor that cannot plug shares boots them";
+  EXPECT_TRUE(Snapshottable(c, 1));
+  c.shares.push_back({"airlock1", "/s1"});
+  EXPECT_FALSE(Snapshottable(c, 1)) << "more shares than slots boot";
+  EXPECT_TRUE(Snapshottable(c, 4));
   c.shares.clear();
   c.docker_disk = "/d";
-  EXPECT_FALSE(Snapshottable(c));
+  EXPECT_FALSE(Snapshottable(c, 4));
 }
 
 TEST(SnapshotVmTest, NamesNoSandboxAndKeepsTheShape) {
@@ -58,6 +62,7 @@ TEST(SnapshotVmTest, NamesNoSandboxAndKeepsTheShape) {
   c.cpus = 2;
   c.disk = "/state/sandboxes/dev/disk.qcow2";
   c.ensure_agent_user = true;
+  c.shares.push_back({"airlock0", "/run/dev/fs0.sock"});
   VmConfig v = SnapshotVm(c, "/snap/k.partial", "/run/_snapshot");
   EXPECT_EQ(v.name, kSnapshotVmName);
   EXPECT_EQ(v.hostname, kSnapshotHostname);
@@ -66,6 +71,7 @@ TEST(SnapshotVmTest, NamesNoSandboxAndKeepsTheShape) {
   EXPECT_EQ(v.memory_mib, 1024u);
   EXPECT_EQ(v.cpus, 2u);
   EXPECT_TRUE(v.ensure_agent_user);
+  EXPECT_TRUE(v.shares.empty()) << "a snapshot holds no share; the sandbox's are plugged in";
 }
 
 TEST(SnapshotStoreTest, APartialSnapshotIsNeverFoundAndCommitKeepsTheNewest) {
