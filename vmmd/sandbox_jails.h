@@ -41,7 +41,8 @@ class SandboxJails {
   // the lowest block not in `used` (an ordinary user's vmmd: its own uid).
   absl::StatusOr<uint32_t> Assign(uint32_t current, const std::vector<uint32_t>& used) const;
 
-  // Prepare readies `config` (jail_uid set) for a boot: the socket
+  // Prepare readies `config` (jail_uid set) for a boot, or a claimed warm
+  // VM for its shares (again: it changes nothing already right): the socket
   // directory and the writable VM files belong to its uid, the jail roots
   // exist, and the cgroup has its limits (config.cgroup_procs).
   absl::Status Prepare(VmConfig& config);

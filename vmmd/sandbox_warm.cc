@@ -278,7 +278,15 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
     std::lock_guard<std::mutex> lock(mu_);
     sb = records_[name].sb;
   }
-  if (absl::Status fs = StartShares(sb, ConfigFor(sb)); !fs.ok()) return fs;
+  if (!SharesOf(sb).empty()) {
+    VmConfig jailed = ConfigFor(sb);
+    // The warm VM's jail had no share: their roots are made now, and the
+    // cgroup (renamed with the VM) is what they join.
+    if (jailed.jail_uid != 0) {
+      if (absl::Status js = jails_.Prepare(jailed); !js.ok()) return js;
+    }
+    if (absl::Status fs = StartShares(sb, jailed); !fs.ok()) return fs;
+  }
   s = WaitForAgent(name, vm->pid, /*mount_shares=*/true, /*restored=*/true, vm->link);
   if (s.code() == absl::StatusCode::kAborted) {
     AIRLOCK_LOG_WARN("the claimed warm VM exited before its agent answered; booting",
