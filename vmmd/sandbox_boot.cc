@@ -364,6 +364,17 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     }
     if (!ready) std::this_thread::sleep_for(milliseconds(20));
   }
+  // A restored VM's shares are plugged in first: the guest takes the
+  // hot-plug while its agent is greeted and claimed, and mounts them only
+  // after its Claim.
+  if (mount_shares && restored) {
+    if (absl::Status as = AttachShares(sb); !as.ok()) {
+      // QEMU refusing the snapshot's state exits: the caller boots instead.
+      if (!ProcessAlive(pid)) return absl::AbortedError(FailureReason(name, "the restore failed"));
+      return absl::UnavailableError(FailureReason(
+          name, absl::StrCat("cannot add the shared paths to the restored VM: ", as.message())));
+    }
+  }
   SetProgress(name, "waiting for agent");
   // A guest restored just now may take the first hello for bytes of the
   // snapshot VM's last connection: it is said again soon (its agent is of
@@ -396,12 +407,6 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       // Before anything of the sandbox's reaches the guest.
       if (absl::Status cs = ClaimGuest(name, *channel, restored); !cs.ok()) {
         return absl::UnavailableError(FailureReason(name, std::string(cs.message())));
-      }
-    }
-    if (s.ok() && mount_shares && restored) {
-      if (absl::Status as = AttachShares(sb); !as.ok()) {
-        return absl::UnavailableError(FailureReason(
-            name, absl::StrCat("cannot add the shared paths to the restored VM: ", as.message())));
       }
     }
     if (s.ok() && mount_shares) {
