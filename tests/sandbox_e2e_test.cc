@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/proc_probe.h"
+#include "tests/share_checks.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -402,39 +403,21 @@ TEST_F(SandboxE2ETest, PublishedPortReachesGuestServerAndSurvivesRestart) {
 }
 
 TEST_F(SandboxE2ETest, DirectModeSharesPathsAndEnforcesReadOnlyOnTheHost) {
-  std::string ws = dir_.path() + "/ws", ro = dir_.path() + "/ro", outside = dir_.path() + "/outside";
-  for (const auto& d : {ws, ro, outside}) ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
-  std::ofstream(ws + "/from-host.txt") << "host data\n";
-  std::ofstream(ro + "/ro.txt") << "read only\n";
+  testing::SharedPaths shared = testing::MakeSharedPaths(dir_.path());
+  const std::string& ws = shared.ws;
+  const std::string& single = shared.single;
+  std::string outside = dir_.path() + "/outside";
+  ASSERT_EQ(mkdir(outside.c_str(), 0755), 0);
   std::ofstream(outside + "/secret.txt") << "must not be seen\n";
-  std::string single = dir_.path() + "/single.conf";
-  std::ofstream(single) << "one file\n";
   // A symlink to the host's /etc and one to a host dir outside the share.
   ASSERT_EQ(symlink("/etc", (ws + "/etc-link").c_str()), 0);
   ASSERT_EQ(symlink(outside.c_str(), (ws + "/outside-link").c_str()), 0);
-  // The guest's agent user is uid 1000.
   ASSERT_EQ(RunCommand({"chown", "-R", "1000:1000", ws}).exit_code, 0);
 
-  auto run = Airlock({"run", "--name", "direct", "-m", "1g", "shell", ws, ro + ":ro",
-                      single + ":ro", "--", "sh", "-c",
-                      "pwd; cat from-host.txt; echo from guest > from-guest.txt"});
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_EQ(run.out, ws + "\nhost data\n") << "the workspace is the default working dir";
-  EXPECT_EQ(ReadFileToString(ws + "/from-guest.txt"), "from guest\n");
-  std::ofstream(ws + "/later.txt") << "written while running\n";
-  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", ws + "/later.txt"}).out,
-            "written while running\n");
-
-  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", ro + "/ro.txt"}).out, "read only\n");
-  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", single}).out, "one file\n");
-  // Read-only holds even for guest root after remounting read-write.
-  auto write_ro = Airlock({"exec", "-u", "root", "direct", "--", "sh", "-c",
-                           "mount -o remount,rw " + ro + " 2>/dev/null; echo x > " + ro +
-                               "/new.txt; echo x >> " + single});
-  EXPECT_NE(write_ro.exit_code, 0);
-  EXPECT_NE(write_ro.err.find("Read-only file system"), std::string::npos) << write_ro.err;
-  EXPECT_NE(access((ro + "/new.txt").c_str(), F_OK), 0);
-  EXPECT_EQ(ReadFileToString(single), "one file\n");
+  std::vector<std::string> args = {"run", "--name", "direct", "-m", "1g", "shell"};
+  for (const std::string& a : shared.Args()) args.push_back(a);
+  for (const char* a : {"--", "sh", "-c", testing::kSharedPathsCommand}) args.push_back(a);
+  testing::ExpectSharesWork(env_, "direct", shared, Airlock(args));
 
   // Symlinks resolve inside the guest, never to host files.
   auto etc = Airlock({"exec", "direct", "--", "cat", ws + "/etc-link/hostname"});
