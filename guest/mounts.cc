@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -24,16 +25,18 @@ absl::Status MountShare(const std::string& tag, const std::string& path, bool re
   unsigned long flags = MS_NODEV | (read_only ? MS_RDONLY : 0);
   std::string where = file ? absl::StrCat("/run/airlock/shares/", tag) : path;
   if (absl::Status s = MakeDirectory(where, 0755, true); !s.ok()) return s;
-  absl::Time deadline = absl::Now() + wait;
+  // Monotonic: the guest's clock is set by its Claim.
+  auto deadline = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(wait);
   while (mount(tag.c_str(), where.c_str(), "virtiofs", flags, nullptr) != 0) {
     // virtiofs says EINVAL for a tag no device has (yet).
-    if (errno == EINVAL && absl::Now() < deadline) {
+    if (errno == EINVAL && std::chrono::steady_clock::now() < deadline) {
       absl::SleepFor(absl::Milliseconds(2));
       continue;
     }
     std::string why = strerror(errno);
     if (errno == EINVAL && wait > absl::ZeroDuration()) {
-      why = absl::StrCat("no device with this tag appeared within ", absl::FormatDuration(wait));
+      absl::StrAppend(&why, " (no device with this tag appeared within ",
+                      absl::FormatDuration(wait), ")");
     }
     return absl::InternalError(absl::StrCat("mount virtiofs ", tag, " on ", where, ": ", why));
   }

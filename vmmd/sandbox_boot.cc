@@ -305,13 +305,14 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     s = WaitForAgent(name, pid, launch, /*restored=*/true);
     if (s.ok()) RefillWarmPool(restore_key, shape);
     if (s.code() != absl::StatusCode::kAborted) return s;
-    // QEMU exited before the agent answered: the sandbox boots its disk
-    // (as after any crash).
-    bool removed = drop_if_unloadable();
+    // QEMU exited before the agent answered, or the VM could not take the
+    // sandbox's shares: the sandbox boots its disk (as after any crash).
+    bool removed = !ProcessAlive(pid) && drop_if_unloadable();
     // The boot that follows starts the console again: what the restored
     // guest printed (a panic's reason) is kept here.
-    AIRLOCK_LOG_WARN("the restored VM exited before its agent answered; booting",
-                     {{"sandbox", name}, {"snapshot_removed", removed ? "yes" : "no"},
+    AIRLOCK_LOG_WARN("the restored VM did not come up as the sandbox; booting",
+                     {{"sandbox", name}, {"error", std::string(s.message())},
+                      {"snapshot_removed", removed ? "yes" : "no"},
                       {"vmm_log", ReadFileToString(config.vmm_log)},
                       {"console", FileTail(config.console_log, 20)}});
     if (absl::Status bs = boot_instead(); !bs.ok()) return bs;
@@ -364,14 +365,16 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     }
     if (!ready) std::this_thread::sleep_for(milliseconds(20));
   }
-  // A restored VM's shares are plugged in first: the guest takes the
-  // hot-plug while its agent is greeted and claimed, and mounts them only
-  // after its Claim.
+  // A restored VM's shares' devices are plugged in first: the guest takes
+  // the hot-plug while its agent is greeted and claimed. No byte of them
+  // reaches it before its Claim (virtiofs says nothing until mounted, and
+  // the mounts come after). A VM that cannot take them goes, and the
+  // sandbox boots its disk with them (the caller, on ABORTED).
   if (mount_shares && restored) {
     if (absl::Status as = AttachShares(sb); !as.ok()) {
-      // QEMU refusing the snapshot's state exits: the caller boots instead.
-      if (!ProcessAlive(pid)) return absl::AbortedError(FailureReason(name, "the restore failed"));
-      return absl::UnavailableError(FailureReason(
+      AIRLOCK_LOG_WARN("cannot plug the shared paths into the restored VM; booting",
+                       {{"sandbox", name}, {"error", std::string(as.message())}});
+      return absl::AbortedError(FailureReason(
           name, absl::StrCat("cannot add the shared paths to the restored VM: ", as.message())));
     }
   }
@@ -404,7 +407,8 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     airlock::agent::v1::PingResponse pong;
     grpc::Status s = stub->Ping(&ctx, {}, &pong);
     if (s.ok() && mount_shares) {
-      // Before anything of the sandbox's reaches the guest.
+      // Before anything of the sandbox's reaches the guest (a restored
+      // VM's share devices are plugged in, but nothing of them is read).
       if (absl::Status cs = ClaimGuest(name, *channel, restored); !cs.ok()) {
         return absl::UnavailableError(FailureReason(name, std::string(cs.message())));
       }
@@ -423,6 +427,14 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         if (restored) mr.set_wait_ms(kHotplugMountWaitMs);
         airlock::agent::v1::Empty empty;
         grpc::Status ms = stub->Mount(&mctx, mr, &empty);
+        if (!ms.ok() && restored) {
+          // A plugged-in share the guest did not take: its disk boots.
+          AIRLOCK_LOG_WARN("the restored guest cannot mount a shared path; booting",
+                           {{"sandbox", name}, {"error", ms.error_message()}});
+          return absl::AbortedError(FailureReason(
+              name, absl::StrCat("cannot mount ", share.mount.host_path(),
+                                 " in the restored guest: ", ms.error_message())));
+        }
         if (!ms.ok()) {
           return absl::UnavailableError(FailureReason(
               name, absl::StrCat("cannot mount ", share.mount.host_path(), " in the guest: ",

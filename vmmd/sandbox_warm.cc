@@ -282,15 +282,19 @@ absl::Status SandboxManager::ClaimWarmVm(const std::string& name, const std::str
     VmConfig jailed = ConfigFor(sb);
     // The warm VM's jail had no share: their roots are made now, and the
     // cgroup (renamed with the VM) is what they join.
-    if (jailed.jail_uid != 0) {
-      if (absl::Status js = jails_.Prepare(jailed); !js.ok()) return js;
+    absl::Status fs = jailed.jail_uid != 0 ? jails_.Prepare(jailed) : absl::OkStatus();
+    if (fs.ok()) fs = StartShares(sb, jailed);
+    if (!fs.ok()) {
+      // The VM is the sandbox's now: it goes, and the sandbox boots.
+      AIRLOCK_LOG_WARN("cannot start the claimed warm VM's shares; the sandbox boots",
+                       {{"sandbox", name}, {"error", std::string(fs.message())}});
+      return absl::AbortedError(absl::StrCat("the warm VM's shares: ", fs.message()));
     }
-    if (absl::Status fs = StartShares(sb, jailed); !fs.ok()) return fs;
   }
   s = WaitForAgent(name, vm->pid, /*mount_shares=*/true, /*restored=*/true, vm->link);
   if (s.code() == absl::StatusCode::kAborted) {
-    AIRLOCK_LOG_WARN("the claimed warm VM exited before its agent answered; booting",
-                     {{"sandbox", name}, {"slot", vm->slot}});
+    AIRLOCK_LOG_WARN("the claimed warm VM did not come up as the sandbox; booting",
+                     {{"sandbox", name}, {"slot", vm->slot}, {"error", std::string(s.message())}});
   }
   return s;
 }
