@@ -369,11 +369,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
   // the hot-plug while its agent is greeted and claimed. No byte of them
   // reaches it before its Claim (virtiofs says nothing until mounted, and
   // the mounts come after). A VM that cannot take them goes, and the
-  // sandbox boots its disk with them (the caller, on ABORTED).
+  // sandbox boots its disk with them (the caller, on ABORTED, says why).
   if (mount_shares && restored) {
     if (absl::Status as = AttachShares(sb); !as.ok()) {
-      AIRLOCK_LOG_WARN("cannot plug the shared paths into the restored VM; booting",
-                       {{"sandbox", name}, {"error", std::string(as.message())}});
       return absl::AbortedError(FailureReason(
           name, absl::StrCat("cannot add the shared paths to the restored VM: ", as.message())));
     }
@@ -427,18 +425,13 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
         if (restored) mr.set_wait_ms(kHotplugMountWaitMs);
         airlock::agent::v1::Empty empty;
         grpc::Status ms = stub->Mount(&mctx, mr, &empty);
-        if (!ms.ok() && restored) {
-          // A plugged-in share the guest did not take: its disk boots.
-          AIRLOCK_LOG_WARN("the restored guest cannot mount a shared path; booting",
-                           {{"sandbox", name}, {"error", ms.error_message()}});
-          return absl::AbortedError(FailureReason(
-              name, absl::StrCat("cannot mount ", share.mount.host_path(),
-                                 " in the restored guest: ", ms.error_message())));
-        }
         if (!ms.ok()) {
-          return absl::UnavailableError(FailureReason(
-              name, absl::StrCat("cannot mount ", share.mount.host_path(), " in the guest: ",
-                                 ms.error_message())));
+          // A restored guest that did not take a plugged-in share goes, and
+          // its disk boots (the caller, on ABORTED, says why).
+          return absl::Status(
+              restored ? absl::StatusCode::kAborted : absl::StatusCode::kUnavailable,
+              FailureReason(name, absl::StrCat("cannot mount ", share.mount.host_path(),
+                                               " in the guest: ", ms.error_message())));
         }
       }
     }
