@@ -541,6 +541,29 @@ TEST_F(SandboxE2ETest, CloneModeKeepsHostRepoUntouchedAndFetchesCommits) {
   EXPECT_EQ(git("git fetch -q sandbox-cl && git log -1 --format=%s sandbox-cl/main").out,
             "agent-commit\n");
 
+  // A clone cut short (vmmd or the VM killed mid-clone) leaves
+  // ~/.airlock-clone saying "cloning": the next boot clones again over
+  // what it finds. A workspace cloned before that file existed is kept.
+  auto restart = [&] {
+    ASSERT_EQ(Airlock({"stop", "cl"}).exit_code, 0);
+    ASSERT_EQ(Airlock({"start", "cl"}).exit_code, 0);
+  };
+  auto state = [&] {
+    auto r = Airlock({"exec", "cl", "--", "sh", "-c",
+                      "cat ~/.airlock-clone 2>&1; ls; git log --format=%s | head -1"});
+    return r.out + r.err;
+  };
+  EXPECT_EQ(state(), "done\nsrc\nagent-commit\n");
+  ASSERT_EQ(Airlock({"exec", "cl", "--", "sh", "-c", "echo cloning > ~/.airlock-clone && "
+                                                     "echo half > half-written"}).exit_code, 0);
+  restart();
+  EXPECT_EQ(state(), "done\nsrc\nhost-commit\n");
+  ASSERT_EQ(Airlock({"exec", "cl", "--", "sh", "-c", "rm ~/.airlock-clone && "
+                                                     "git commit -q --allow-empty -m kept"})
+                .exit_code, 0);
+  restart();
+  EXPECT_EQ(state(), "cat: /home/agent/.airlock-clone: No such file or directory\nsrc\nkept\n");
+
   ASSERT_EQ(Airlock({"rm", "-f", "cl"}).exit_code, 0);
   EXPECT_EQ(git("git remote").out, "nearby\norigin\n");
   EXPECT_EQ(git("grep -c sandbox .git/config || true").out, "0\n");

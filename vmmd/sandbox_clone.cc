@@ -20,15 +20,28 @@ namespace vmm = airlock::vmm::v1;
 
 namespace {
 
-// The first boot clones the source; every boot makes sure the agent user
-// has a Git identity and trusts the host-owned source. The clone is made
-// aside and moved into place last, so a boot cut short (vmmd killed, the
-// VM killed) leaves no half clone that the next boot would take for done.
-// $1 = branch ("" for the source's HEAD), then pairs of remote name and URL.
-// Under TCG every process the guest starts costs about 0.1 s, so a guest
-// with no Git configuration of the agent user's yet (a new sandbox) gets
-// it written by the shell, and the clone names its remote at once.
+// The first boot clones the source; every boot starts the guest's git
+// daemon and makes sure the agent user has a Git identity and trusts the
+// host-owned source. $1 = branch ("" for the source's HEAD), then pairs of
+// remote name and URL.
+//
+// Under TCG every process the guest starts costs about 0.1 s, so the
+// script starts as few as it can: one exec for all of it, the daemon put
+// in the background by the shell (it serves the workspace once it is
+// there), a new sandbox's Git identity written by the shell, the host
+// repo's remotes given to the clone as configuration, and the wait for
+// the daemon's port read from /proc/net/tcp by the shell's builtins
+// (9418 is 24CA; 0A is LISTEN).
+//
+// The clone goes straight into the workspace. ~/.airlock-clone says
+// "cloning" while it runs and "done" once it is complete, so a boot cut
+// short (vmmd or the VM killed) leaves "cloning", and the next boot takes
+// what it finds for half a clone and clones again; nothing of the user's
+// is there, as the sandbox never ran. A workspace with a .git and no such
+// file was cloned before it existed (moved into place whole): complete.
 constexpr char kCloneSetup[] = R"(set -e
+git daemon --reuseaddr --listen=127.0.0.1 --port=9418 --export-all \
+  --base-path=/home/agent /home/agent/workspace </dev/null >/dev/null 2>&1 &
 if [ ! -e "$HOME/.gitconfig" ] && [ ! -e "${XDG_CONFIG_HOME:-$HOME/.config}/git/config" ]; then
   printf '[safe]\n\tdirectory = *\n[user]\n\tname = Airlock agent\n\temail = agent@sandbox\n' \
     > "$HOME/.gitconfig"
@@ -38,20 +51,38 @@ else
   git config --global --get user.email >/dev/null || git config --global user.email agent@sandbox
 fi
 W=$HOME/workspace
-if [ ! -e "$W/.git" ]; then
-  P=$HOME/.workspace.partial
-  if [ -e "$P" ]; then rm -rf "$P"; fi
-  if [ -n "$1" ]; then
-    git clone -q --no-hardlinks --origin source --branch "$1" /run/sandbox/source "$P"
-  else
-    git clone -q --no-hardlinks --origin source /run/sandbox/source "$P"
-  fi
+M=$HOME/.airlock-clone
+state=
+if [ -e "$M" ]; then read -r state < "$M" || true; fi
+if [ "$state" = cloning ] || { [ -z "$state" ] && [ ! -e "$W/.git" ]; }; then
+  if [ "$state" = cloning ] && [ -e "$W" ]; then rm -rf "$W"; fi
+  echo cloning > "$M"
+  branch=$1
   shift
-  while [ $# -ge 2 ]; do git -C "$P" remote add "$1" "$2"; shift 2; done
-  if [ -d "$W" ]; then rmdir "$W"; fi
-  mv "$P" "$W"
+  n=$(($# / 2))
+  while [ "$n" -gt 0 ]; do
+    set -- "$@" -c "remote.$1.url=$2" -c "remote.$1.fetch=+refs/heads/*:refs/remotes/$1/*"
+    shift 2
+    n=$((n - 1))
+  done
+  if [ -n "$branch" ]; then set -- --branch "$branch" "$@"; fi
+  git clone -q --no-hardlinks --origin source "$@" /run/sandbox/source "$W"
+  echo done > "$M"
 fi
+listening() {
+  while read -r _ addr _ st _; do
+    case "$addr" in *:24CA) if [ "$st" = 0A ]; then return 0; fi ;; esac
+  done < /proc/net/tcp
+  return 1
+}
+i=0
+until listening; do
+  i=$((i + 1))
+  if [ "$i" -gt 200 ]; then echo "the git daemon did not start listening" >&2; exit 1; fi
+  sleep 0.05
+done
 )";
+static_assert(kGitDaemonPort == 9418, "kCloneSetup starts the git daemon on 9418 (24CA)");
 
 // PktLine encodes one git protocol packet.
 std::string PktLine(const std::string& payload) {
@@ -77,32 +108,16 @@ absl::Status SandboxManager::SetUpClone(const vmm::Sandbox& sb,
   std::map<std::string, std::string> remotes(sb.clone().remotes().begin(),
                                              sb.clone().remotes().end());
   for (const auto& [name, url] : remotes) {
+    // The clone's own remote has that name (the read-only source).
+    if (name == "source") continue;
     argv.push_back(name);
     argv.push_back(url);
   }
-  // The git daemon starts first and comes up while the guest clones (it
-  // serves the workspace once it is there).
-  GuestCommand git_daemon;
-  git_daemon.argv = {"git", "daemon", "--reuseaddr", "--listen=127.0.0.1",
-                     absl::StrCat("--port=", kGitDaemonPort), "--export-all",
-                     "--base-path=/home/agent", "/home/agent/workspace"};
-  git_daemon.detach = true;
-  auto daemon = GuestRun(agent, git_daemon);
-  if (!daemon.ok()) return daemon.status();
   auto setup = GuestRun(agent, {argv});
   if (!setup.ok()) return setup.status();
   if (setup->first != 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("cloning the source in the guest failed: ", setup->second));
-  }
-  // RUNNING promises a working remote: wait until the daemon listens.
-  auto listening = GuestRun(
-      agent, {{"bash", "-c",
-               absl::StrCat("for i in {1..200}; do (: <>/dev/tcp/127.0.0.1/", kGitDaemonPort,
-                            ") 2>/dev/null && exit 0; sleep 0.05; done; exit 1")}});
-  if (!listening.ok()) return listening.status();
-  if (listening->first != 0) {
-    return absl::FailedPreconditionError("the git daemon in the guest did not start listening");
+        absl::StrCat("setting up clone mode in the guest failed: ", setup->second));
   }
   return absl::OkStatus();
 }
