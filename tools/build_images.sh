@@ -256,21 +256,21 @@ build_initramfs() {
   done
   # Kernel modules, in dependency order (built-ins skipped), each list
   # leaving out what an earlier one loads (guest/boot.h): load-order
-  # before the root disk and the ports, load-order-net for the egress
+  # before the root disk and the ports (virtio_pci: the ports' device, and
+  # shares plugged into a restored VM), load-order-net for the egress
   # interface and ruleset (the agent loads both at once), load-order-late
-  # after the agent answers (virtiofs, its PCI transport for shares plugged
-  # into a restored VM, overlayfs), load-order-docker what a
+  # after the agent answers (virtiofs, overlayfs), load-order-docker what a
   # Docker Engine needs on top (airlock.docker=1): bridges and veth pairs,
   # and the netfilter parts of its iptables (nft backend) rules. No br_netfilter:
   # containers on one bridge talk over it without passing the egress rules.
   local kdir=$CACHE/kernel/modules
-  write_modules "$kdir" "$st/lib/modules" load-order virtio_mmio virtio_blk virtio_console \
-    virtio_balloon ext4
+  write_modules "$kdir" "$st/lib/modules" load-order virtio_mmio virtio_pci virtio_blk \
+    virtio_console virtio_balloon ext4
   # Loaded beside load-order: it repeats what it shares with it (a second
   # load of a module is harmless), never counts on it.
   AFTER="" write_modules "$kdir" "$st/lib/modules" load-order-net dummy nf_tables nft_chain_nat nft_redir \
     nf_nat nft_reject_ipv4 nft_reject_ipv6 nft_fib_ipv4 nft_fib_ipv6
-  write_modules "$kdir" "$st/lib/modules" load-order-late fuse virtiofs virtio_pci overlay
+  write_modules "$kdir" "$st/lib/modules" load-order-late fuse virtiofs overlay
   write_modules "$kdir" "$st/lib/modules" load-order-docker bridge veth nf_conntrack nf_nat \
     nft_compat nft_ct nft_nat nft_masq xt_addrtype xt_conntrack xt_MASQUERADE xt_nat \
     xt_tcpudp xt_comment xt_mark xt_multiport ipt_REJECT ip6t_REJECT nf_conntrack_netlink

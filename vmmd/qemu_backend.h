@@ -75,9 +75,9 @@ class QemuBackend final : public Hypervisor {
   // microvm (QEMU 6.0 on, with its second IOAPIC) has 24 virtio-mmio
   // slots, of which the guest gets interrupts on the first 23 (a share on
   // the 24th hangs its first read: tried with QEMU 7.2 and Debian's 6.1).
-  // The root disk, the serial ports' device, the balloon and the Docker
-  // disk take theirs first.
-  int MaxShares(bool docker) const override { return docker ? 19 : 20; }
+  // The root disk, the balloon and the Docker disk take theirs first (the
+  // serial ports' device is on PCI).
+  int MaxShares(bool docker) const override { return docker ? 20 : 21; }
   // Every VM has kShareHotplugSlots PCIe root ports (microvm with its PCIe
   // host bridge) where a share is plugged once it runs: vhost-user-fs
   // cannot be part of a saved VM (QEMU 7.2 refuses to load a stream into
