@@ -54,6 +54,7 @@ BootParams ParseBootParams(absl::string_view cmdline) {
     if (key == "probe") p.probe = value == "1";
     if (key == "agent_user") p.ensure_agent_user = value == "1";
     if (key == "docker") p.docker = value == "1";
+    if (key == "aslr") p.aslr = value != "0";
     if (key == "hostname" && !value.empty()) p.hostname = value;
     if (key == "root" && !value.empty()) p.root_device = value;
     if (key == "port" && !value.empty()) p.port_name = value;

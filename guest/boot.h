@@ -29,6 +29,9 @@ struct BootParams {
   // airlock.agent_user=1: the image names no user; create "agent" when
   // its /etc/passwd lacks it.
   bool ensure_agent_user = false;
+  // airlock.aslr=0: the processes started after the agent get no address
+  // space randomization (vmmd's --guest-aslr).
+  bool aslr = true;
   // airlock.docker=1: the sandbox runs a Docker Engine; the modules it
   // needs (load-order-docker) are loaded too.
   bool docker = false;

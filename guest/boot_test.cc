@@ -21,6 +21,13 @@ TEST(BootParamsTest, Docker) {
   EXPECT_FALSE(ParseBootParams("docker=1").docker);
 }
 
+TEST(BootParamsTest, AslrIsOnUnlessTurnedOff) {
+  EXPECT_TRUE(ParseBootParams("quiet").aslr);
+  EXPECT_TRUE(ParseBootParams("airlock.aslr=1").aslr);
+  EXPECT_FALSE(ParseBootParams("quiet airlock.aslr=0 panic=-1").aslr);
+  EXPECT_TRUE(ParseBootParams("aslr=0").aslr);
+}
+
 TEST(BootParamsTest, ProbeAndDefaults) {
   BootParams p = ParseBootParams("airlock.probe=1 airlock.hostname=");
   EXPECT_TRUE(p.probe);

@@ -198,7 +198,7 @@ uint64_t HostTscKhz() {
 }
 
 std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
-                          bool ensure_agent_user, bool docker) {
+                          bool ensure_agent_user, bool docker, bool aslr) {
   std::string cmdline =
       "console=ttyS0 quiet panic=-1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd "
       "i8042.nokbd tsc=reliable no_timer_check cryptomgr.notests edd=off "
@@ -219,6 +219,7 @@ std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
   if (probe) absl::StrAppend(&cmdline, " airlock.probe=1");
   if (ensure_agent_user) absl::StrAppend(&cmdline, " airlock.agent_user=1");
   if (docker) absl::StrAppend(&cmdline, " airlock.docker=1");
+  if (!aslr) absl::StrAppend(&cmdline, " airlock.aslr=0");
   return cmdline;
 }
 
@@ -253,7 +254,7 @@ std::vector<std::string> QemuBackend::Args(const VmConfig& c) const {
       "-kernel", c.kernel,
       "-initrd", c.initrd,
       "-append", KernelCmdline(c.hostname.empty() ? c.name : c.hostname, kvm ? 0 : HostTscKhz(),
-                              false, c.ensure_agent_user, !c.docker_disk.empty()),
+                              false, c.ensure_agent_user, !c.docker_disk.empty(), c.guest_aslr),
       "-drive", absl::StrCat("file=", c.disk, ",format=qcow2,if=none,id=root,discard=unmap"),
       "-device", "virtio-blk-device,drive=root",
       "-chardev", absl::StrCat("socket,id=agent,path=", c.agent_socket, ",server=on,wait=off"),

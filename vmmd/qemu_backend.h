@@ -21,8 +21,11 @@ uint64_t HostTscKhz();
 // With `ensure_agent_user` the guest creates the "agent" user when the
 // image lacks it.
 // With `docker` it loads the Docker Engine's modules too.
+// Without `aslr` the guest turns off the address space randomization of
+// the processes started after it (GuestAslr).
 std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
-                          bool ensure_agent_user = false, bool docker = false);
+                          bool ensure_agent_user = false, bool docker = false,
+                          bool aslr = true);
 
 // VmMemoryLimitMib is the host memory a VM of `config` may use: its guest
 // size, TCG's translation cache, and QEMU's own (devices, buffers, the

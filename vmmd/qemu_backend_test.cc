@@ -199,6 +199,25 @@ TEST(KernelCmdlineTest, CarriesTscAndName) {
   EXPECT_NE(KernelCmdline("p", 0, true).find("airlock.probe=1"), std::string::npos);
 }
 
+TEST(KernelCmdlineTest, GuestAslrOffOnlyWhereAsked) {
+  EXPECT_EQ(KernelCmdline("a", 0, false).find("airlock.aslr"), std::string::npos);
+  EXPECT_NE(KernelCmdline("a", 0, false, false, false, false).find(" airlock.aslr=0"),
+            std::string::npos);
+  // auto: off under TCG only.
+  EXPECT_FALSE(GuestAslr("auto", "tcg"));
+  EXPECT_TRUE(GuestAslr("auto", "kvm"));
+  EXPECT_TRUE(GuestAslr("on", "tcg"));
+  EXPECT_FALSE(GuestAslr("off", "kvm"));
+  QemuBackend qemu;
+  VmConfig c;
+  c.name = "aslr";
+  c.accelerator = "tcg";
+  c.guest_aslr = false;
+  EXPECT_NE(After(qemu.Args(c), "-append").find("airlock.aslr=0"), std::string::npos);
+  c.guest_aslr = true;
+  EXPECT_EQ(After(qemu.Args(c), "-append").find("airlock.aslr"), std::string::npos);
+}
+
 TEST(HostTscTest, ReadsAValueOnThisHost) {
   // Every x86 Linux host shows a TSC or CPU frequency somewhere.
   EXPECT_GT(HostTscKhz(), 100000u);

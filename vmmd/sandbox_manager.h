@@ -60,6 +60,9 @@ struct ManagerOptions {
   uint32_t jail_id_base = kDefaultJailIdBase;
   // TCG's translation cache of each VM, MiB (hypervisor.h).
   uint64_t tcg_cache_mib = kTcgCacheMib;
+  // The guests' address space randomization: "auto", "on" or "off"
+  // (GuestAslr, hypervisor.h).
+  std::string guest_aslr = "auto";
   // How many VMs restored ahead of need to keep (warm_pool.h); 0: none.
   size_t warm_pool = 1;
 };
