@@ -63,8 +63,9 @@ struct VmConfig {
   // TCG's translation cache, MiB (unused under KVM).
   uint64_t tcg_cache_mib = kTcgCacheMib;
   // Address space randomization of the guest's processes started after
-  // its boot (false: GuestAslr below).
-  bool guest_aslr = true;
+  // its agent: vmmd's --guest-aslr, "auto", "on" or "off" (GuestAslr
+  // below, with `accelerator`).
+  std::string guest_aslr = "auto";
   // Unix socket the host side of the agent channel listens on.
   std::string agent_socket;
   // Unix socket of the egress port's host end (proxyd attaches to it).

@@ -212,9 +212,11 @@ TEST(KernelCmdlineTest, GuestAslrOffOnlyWhereAsked) {
   VmConfig c;
   c.name = "aslr";
   c.accelerator = "tcg";
-  c.guest_aslr = false;
   EXPECT_NE(After(qemu.Args(c), "-append").find("airlock.aslr=0"), std::string::npos);
-  c.guest_aslr = true;
+  c.guest_aslr = "on";
+  EXPECT_EQ(After(qemu.Args(c), "-append").find("airlock.aslr"), std::string::npos);
+  c.guest_aslr = "auto";
+  c.accelerator = "kvm";
   EXPECT_EQ(After(qemu.Args(c), "-append").find("airlock.aslr"), std::string::npos);
 }
 

@@ -91,7 +91,7 @@ VmConfig SandboxManager::ConfigFor(const vmm::Sandbox& sb) const {
   c.memory_mib = sb.memory_mib();
   c.accelerator = sb.accelerator();
   c.tcg_cache_mib = options_.tcg_cache_mib;
-  c.guest_aslr = GuestAslr(options_.guest_aslr, c.accelerator);
+  c.guest_aslr = options_.guest_aslr;
   // Each sandbox's sockets are in a directory of its own, which only its
   // jail's uid (and root) can enter.
   c.socket_dir = jails_.SocketDir(c.name);
