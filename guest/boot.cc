@@ -62,6 +62,15 @@ BootParams ParseBootParams(absl::string_view cmdline) {
   return p;
 }
 
+absl::Status TurnOffAslr(const std::string& sysctl) {
+  UniqueFd fd(open(sysctl.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+  if (fd.get() < 0 || !WriteAll(fd.get(), "0")) {
+    return absl::InternalError(absl::StrCat("cannot turn off address space randomization (",
+                                            sysctl, "): ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 void Console(absl::string_view line) {
   std::string l = absl::StrCat(line, "\n");
   int fd = open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);

@@ -45,6 +45,11 @@ inline constexpr char kFailedMarker[] = "AIRLOCK-AGENT-FAILED";
 // ParseBootParams reads the airlock.* words of `cmdline`.
 BootParams ParseBootParams(absl::string_view cmdline);
 
+// TurnOffAslr turns off the address space randomization of the processes
+// started from now on (airlock.aslr=0) by writing 0 to `sysctl`; the
+// calling process keeps its layout.
+absl::Status TurnOffAslr(const std::string& sysctl = "/proc/sys/kernel/randomize_va_space");
+
 // MountEarly mounts /proc, /sys and /dev (devtmpfs) in the initramfs.
 absl::Status MountEarly();
 

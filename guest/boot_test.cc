@@ -1,5 +1,8 @@
 #include "guest/boot.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "gtest/gtest.h"
 
 namespace airlock::guest {
@@ -26,6 +29,20 @@ TEST(BootParamsTest, AslrIsOnUnlessTurnedOff) {
   EXPECT_TRUE(ParseBootParams("airlock.aslr=1").aslr);
   EXPECT_FALSE(ParseBootParams("quiet airlock.aslr=0 panic=-1").aslr);
   EXPECT_TRUE(ParseBootParams("aslr=0").aslr);
+}
+
+TEST(TurnOffAslrTest, WritesZeroOrSaysWhy) {
+  std::string dir = ::testing::TempDir();
+  std::string sysctl = dir + "/randomize_va_space";
+  { std::ofstream(sysctl) << "2\n"; }
+  ASSERT_TRUE(TurnOffAslr(sysctl).ok());
+  std::stringstream got;
+  got << std::ifstream(sysctl).rdbuf();
+  EXPECT_EQ(got.str(), "0");
+  absl::Status missing = TurnOffAslr(dir + "/no-such-dir/randomize_va_space");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("No such file or directory"), std::string::npos)
+      << missing.message();
 }
 
 TEST(BootParamsTest, ProbeAndDefaults) {

@@ -3,7 +3,6 @@
 // to vmmd over the sandbox's virtio-serial port. Run as an ordinary process
 // with --listen=unix:PATH it serves the same API on a Unix socket, which
 // tests use to exercise exec and files without a VM.
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,7 +16,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/fd_io.h"
 #include "common/malloc_tuning.h"
 #include "guest/agent_service.h"
 #include "guest/boot.h"
@@ -63,11 +61,9 @@ int RunAsInit() {
   // After the agent's own start: it keeps its randomized layout, and every
   // process after it (nft below included) starts at the same addresses.
   if (!params.aslr) {
-    int fd = open("/proc/sys/kernel/randomize_va_space", O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || !airlock::WriteAll(fd, "0")) {
-      Console("airlock-init: cannot turn off address space randomization");
+    if (absl::Status s = airlock::guest::TurnOffAslr(); !s.ok()) {
+      Console(absl::StrCat("airlock-init: ", s.message()));
     }
-    if (fd >= 0) close(fd);
   }
   // A boot that hangs says on the console where (the kernel runs quiet).
   static airlock::guest::BootWatch watch(absl::Seconds(15), absl::Seconds(15));

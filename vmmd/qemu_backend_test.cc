@@ -206,6 +206,7 @@ TEST(KernelCmdlineTest, GuestAslrOffOnlyWhereAsked) {
   // auto: off under TCG only.
   EXPECT_FALSE(GuestAslr("auto", "tcg"));
   EXPECT_TRUE(GuestAslr("auto", "kvm"));
+  EXPECT_FALSE(GuestAslr("auto", ""));
   EXPECT_TRUE(GuestAslr("on", "tcg"));
   EXPECT_FALSE(GuestAslr("off", "kvm"));
   QemuBackend qemu;
