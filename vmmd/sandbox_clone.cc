@@ -25,12 +25,12 @@ namespace {
 // host-owned source. $1 = branch ("" for the source's HEAD), then pairs of
 // remote name and URL.
 //
-// Under TCG every guest process and exec costs (about 5 ms and 40 ms
-// here), so the script starts as few as it can: one exec for all of it, the daemon put
-// in the background by the shell (it serves the workspace once it is
-// there), a new sandbox's Git identity written by the shell, the host
-// repo's remotes given to the clone as configuration, and the wait for
-// the daemon's port read from /proc/net/tcp by the shell's builtins
+// Under TCG a guest process costs about 5 ms here and an exec about 40,
+// so the script starts as few as it can: one exec for all of it, the
+// daemon put in the background by the shell (it serves the workspace once
+// it is there), a new sandbox's Git identity written by the shell, the
+// host repo's remotes given to the clone as configuration, and the wait
+// for the daemon's port read from /proc/net/tcp by the shell's builtins
 // (9418 is 24CA; 0A is LISTEN).
 //
 // The clone goes straight into the workspace. ~/.airlock-clone says
