@@ -68,6 +68,9 @@ struct ManagerOptions {
 };
 
 class SandboxManager {
+  // sandbox_manager_test's window on SnapshotKeyFor.
+  friend class SnapshotKeyProbe;
+
  public:
   // Calls the daemons at options.gitd, .proxyd, .secretsd and .policyd.
   SandboxManager(ManagerOptions options, SandboxStore* store, ImageCatalog* images,

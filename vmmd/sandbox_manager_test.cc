@@ -15,11 +15,21 @@
 #include "common/state_db.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
+#include "vmmd/qemu_backend.h"
 #include "vmmd/sandbox_store.h"
 #include "vmmd/store/image_store.h"
 #include "vmmd/store/oci.h"
 
 namespace airlock::vmmd {
+// The manager's snapshot key of a sandbox (its friend).
+class SnapshotKeyProbe {
+ public:
+  static std::string KeyFor(SandboxManager& m, const airlock::vmm::v1::Sandbox& sb,
+                            const std::string& disk, const std::string& accelerator) {
+    return m.SnapshotKeyFor(sb, disk, accelerator);
+  }
+};
+
 namespace {
 
 namespace vmm = airlock::vmm::v1;
@@ -43,6 +53,17 @@ class FakeHypervisor : public Hypervisor {
     return {"tcg", "fake"};
   }
   int MaxShares(bool docker) const override { return docker ? 1 : 2; }
+};
+
+// DescribingHypervisor is the fake whose snapshot keys are QemuBackend's:
+// what a VM of a config is, by the QEMU command line it would get.
+class DescribingHypervisor : public FakeHypervisor {
+ public:
+  std::string Describe(const VmConfig& config) const override { return qemu_.Describe(config); }
+  size_t HotplugShares() const override { return 4; }
+
+ private:
+  QemuBackend qemu_;
 };
 
 // Calls records what the fake peers were asked, in order.
@@ -183,16 +204,18 @@ class SandboxManagerTest : public ::testing::Test {
     policy_ = std::make_shared<FakePolicy>(&calls_);
   }
 
-  std::unique_ptr<SandboxManager> NewManager() {
+  std::unique_ptr<SandboxManager> NewManager(
+      std::unique_ptr<Hypervisor> hypervisor = std::make_unique<FakeHypervisor>(),
+      const std::string& guest_aslr = "auto") {
     ManagerOptions o;
+    o.guest_aslr = guest_aslr;
     o.state_dir = dir_.path() + "/state";
     o.runtime_dir = dir_.path() + "/run";
     o.image_dir = dir_.path() + "/img";
     o.accelerator = "tcg";
     o.jail = false;
     auto m = std::make_unique<SandboxManager>(o, store_.get(), catalog_.get(),
-                                              std::make_unique<FakeHypervisor>(),
-                                              HostFacts{2, 4096},
+                                              std::move(hypervisor), HostFacts{2, 4096},
                                               PeerClients{git_, proxy_, secrets_, policy_});
     catalog_->SetUsage([p = m.get()] { return p->ImageUsage(); });
     return m;
@@ -461,6 +484,38 @@ TEST_F(SandboxManagerTest, ACreateOfATakenNameAsksNoPeerAndDropsNothing) {
   EXPECT_EQ(calls_.Count("secrets.ForgetRegistration taken"), 0)
       << "the existing sandbox's registration is kept";
   EXPECT_EQ(calls_.Count("git.Unpublish taken"), 0);
+}
+
+
+// A snapshot's key is the same for the sandbox whose boot made it and for
+// a new sandbox whose accelerator is not on record yet: both are keyed by
+// the accelerator vmmd uses. (Resolving --guest-aslr from the sandbox's
+// record once gave a new sandbox under TCG another key, and every sandbox
+// booted.)
+TEST_F(SandboxManagerTest, ANewSandboxHasTheKeyOfTheSnapshotItsShapeMade) {
+  for (const std::string aslr : {"auto", "on", "off"}) {
+    auto m = NewManager(std::make_unique<DescribingHypervisor>(), aslr);
+    const std::string disk = dir_.path() + "/base.qcow2";
+    std::ofstream(disk) << "disk";
+    vmm::Sandbox maker;
+    *maker.mutable_spec() = Spec("maker");
+    maker.set_cpus(2);
+    maker.set_memory_mib(1024);
+    maker.set_accelerator("tcg");
+    vmm::Sandbox fresh = maker;
+    fresh.mutable_spec()->set_name("fresh");
+    fresh.clear_accelerator();
+    std::string key = SnapshotKeyProbe::KeyFor(*m, maker, disk, "tcg");
+    ASSERT_FALSE(key.empty()) << "needs qemu-system-x86_64 on PATH";
+    EXPECT_EQ(SnapshotKeyProbe::KeyFor(*m, fresh, disk, "tcg"), key) << aslr;
+    // Another accelerator, another size or another disk: another key.
+    EXPECT_NE(SnapshotKeyProbe::KeyFor(*m, fresh, disk, "kvm"), key) << aslr;
+    vmm::Sandbox bigger = fresh;
+    bigger.set_memory_mib(2048);
+    EXPECT_NE(SnapshotKeyProbe::KeyFor(*m, bigger, disk, "tcg"), key) << aslr;
+    std::ofstream(disk, std::ios::app) << "written";
+    EXPECT_NE(SnapshotKeyProbe::KeyFor(*m, fresh, disk, "tcg"), key) << aslr;
+  }
 }
 
 }  // namespace
