@@ -30,6 +30,13 @@ constexpr char kBuildHint[] = "; build them with: sudo tools/build_images.sh (or
 
 }  // namespace
 
+std::string AgentFailureHint(const std::string& failure) {
+  if (failure.find("no virtio-serial port named") == std::string::npos) return "";
+  return "; the guest's initramfs is older than this vmmd (its agent looks for the ports "
+         "before the device this vmmd puts them on is loaded): rebuild it with "
+         "sudo tools/build_images.sh initramfs (or tools/setup.sh)";
+}
+
 absl::StatusOr<GuestImages> LocateGuestImages(const std::string& image_dir) {
   GuestImages g;
   std::string kdir = image_dir + "/kernel";

@@ -354,8 +354,8 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     std::string console = ReadFileToString(config.console_log);
     size_t failed = console.find("AIRLOCK-AGENT-FAILED");
     if (failed != std::string::npos) {
-      return absl::UnavailableError(FailureReason(
-          name, console.substr(failed, console.find('\n', failed) - failed)));
+      std::string line = console.substr(failed, console.find('\n', failed) - failed);
+      return absl::UnavailableError(FailureReason(name, line + AgentFailureHint(line)));
     }
     ready = console.find("AIRLOCK-AGENT-READY") != std::string::npos;
     if (steady_clock::now() > deadline) {
