@@ -5,16 +5,14 @@
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
-#include <mutex>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -64,9 +62,10 @@ pid_t LivePid(const std::string& pid_file, const std::string& name) {
 }
 
 // Kept holds `channel` until the process leaves and returns it. The CLI
-// leaves with _exit (main.cc) once its command is done; a last channel
-// going away before that would stop gRPC's event engine and join its
-// threads, a few ms of every command for nothing.
+// leaves with _exit (main.cc) once its command is done. gRPC's library
+// held by main keeps gRPC itself up, but not its event engine: the last
+// channel going away stops that engine and joins its threads, on the
+// command's way out, for nothing.
 std::shared_ptr<grpc::Channel> Kept(std::shared_ptr<grpc::Channel> channel) {
   static std::mutex mu;
   static auto* kept = new std::vector<std::shared_ptr<grpc::Channel>>;
@@ -76,18 +75,6 @@ std::shared_ptr<grpc::Channel> Kept(std::shared_ptr<grpc::Channel> channel) {
 }
 
 }  // namespace
-
-bool SocketAccepting(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return false;
-  addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path, path.data(), path.size());
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
-}
 
 Daemons::Daemons() : runtime_dir_(DefaultRuntimeDir()), state_dir_(DefaultStateDir()) {}
 
@@ -281,14 +268,7 @@ absl::Status Daemons::EnsureRunning(const std::string& name,
                                     std::shared_ptr<grpc::Channel>* channel) {
   auto peer = PeerOf(name);
   if (!peer.ok()) return peer.status();
-  // A local daemon that accepts connections on its socket is used as it
-  // is: the command's own call says whether it serves, and a health check
-  // first would be one more round trip of every command.
-  if (!IsRemote(name) && SocketAccepting(SocketOf(name))) {
-    if (channel != nullptr) *channel = Kept(peer->Dial());
-    return absl::OkStatus();
-  }
-  // Else one health check on the daemon asked for.
+  // One health check on the daemon asked for is the common, fast path.
   std::shared_ptr<grpc::Channel> dialed = peer->Dial();
   absl::Status health = CheckHealth(*dialed, std::chrono::seconds(IsRemote(name) ? 5 : 2));
   if (health.ok()) {

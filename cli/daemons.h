@@ -39,11 +39,6 @@ struct DaemonStatus {
   bool remote = false;
 };
 
-// SocketAccepting is true when a process listens on the Unix socket
-// `path` (a connection to it is accepted into its backlog, and closed at
-// once); false for a socket file a stopped daemon left, or none.
-bool SocketAccepting(const std::string& path);
-
 // Daemons manages the daemons of one runtime dir and state dir. A daemon
 // named by $AIRLOCK_<NAME> (AIRLOCK_VMMD=host:7443, or a socket path) is
 // used where it is, over mutual TLS with $AIRLOCK_TLS_CERT, $AIRLOCK_TLS_KEY
@@ -57,7 +52,8 @@ class Daemons {
   // when $AIRLOCK_<NAME> or the TLS files are wrong.
   absl::StatusOr<Peer> PeerOf(const std::string& name) const;
   // Dial returns a channel to daemon `name`; call it after EnsureRunning
-  // (a PeerOf error there would leave it dialing the local socket).
+  // (a PeerOf error there would leave it dialing the local socket). The
+  // channel is held until the process exits (the CLI leaves with _exit).
   std::shared_ptr<grpc::Channel> Dial(const std::string& name) const;
 
   // Status reports every daemon.
@@ -75,12 +71,10 @@ class Daemons {
   absl::Status Stop(int grace_s, bool progress);
 
   // EnsureRunning makes sure daemon `name` answers, starting every local
-  // daemon that is not running when it does not. A local daemon whose
-  // socket accepts a connection counts as running without a health check
-  // (the caller's own call tells whether it serves); otherwise, and for a
-  // remote daemon, a health check decides. A remote daemon that does not
-  // answer is an error saying so. `channel`, when given, gets a channel to
-  // it (the one that answered, so the caller dials no other).
+  // daemon that is not running when it does not. A remote daemon that does
+  // not answer is an error saying so. `channel`, when given, gets a
+  // channel to it (the one that answered, so the caller dials no other),
+  // held until the process exits as Dial's are.
   absl::Status EnsureRunning(const std::string& name,
                              std::shared_ptr<grpc::Channel>* channel = nullptr);
 

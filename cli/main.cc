@@ -48,12 +48,11 @@ int main(int argc, char** argv) {
   airlock::cli::AddApiCommand(app, &exit_code);
   // A command holds gRPC's library from the moment its arguments parse
   // (never for --help or --version, which end the parse) until the process
-  // leaves, and the process leaves without gRPC's shutdown: a command's
-  // last channel going away would otherwise join gRPC's threads, some 8 ms
-  // of every command here (a quarter of a warm `exec`). Everything a
-  // command does has ended by then (its own objects are gone, its
-  // children are processes of their own); what is left to do is to flush
-  // the output.
+  // leaves, and the process leaves without gRPC's shutdown, which would
+  // join gRPC's threads on every command's way out (the README has what
+  // that cost). Everything a command does has ended by then (its own
+  // objects are gone, its children are processes of their own); what is
+  // left to do is to flush the output.
   app.parse_complete_callback([] { grpc_init(); });
   try {
     app.parse(parsed_argc, argv);

@@ -14,6 +14,7 @@ TEST(AgentFailureHintTest, AnAgentWithoutItsPortsIsToldToRebuildTheInitramfs) {
   EXPECT_NE(hint.find("older than this vmmd"), std::string::npos) << hint;
   EXPECT_EQ(AgentFailureHint("AIRLOCK-AGENT-FAILED: no virtio-serial port named airlock.egress"),
             hint);
+  EXPECT_EQ(hint.front(), ';') << "appended to the failure line";
 }
 
 TEST(AgentFailureHintTest, OtherFailuresSayWhatTheySay) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/client.h"
 #include "common/fd_io.h"
 #include "common/log.h"
@@ -354,7 +355,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     std::string console = ReadFileToString(config.console_log);
     size_t failed = console.find("AIRLOCK-AGENT-FAILED");
     if (failed != std::string::npos) {
-      std::string line = console.substr(failed, console.find('\n', failed) - failed);
+      // The serial console ends its lines with "\r\n".
+      std::string line(absl::StripTrailingAsciiWhitespace(
+          console.substr(failed, console.find('\n', failed) - failed)));
       return absl::UnavailableError(FailureReason(name, line + AgentFailureHint(line)));
     }
     ready = console.find("AIRLOCK-AGENT-READY") != std::string::npos;

@@ -1,6 +1,7 @@
 // SandboxManager with a fake hypervisor and fake peers: create's rollback
-// when a peer refuses, rm stopping before it loses anything, and recovery
-// of records a killed vmmd left mid-operation. Milliseconds each; the real
+// when a peer refuses, rm stopping before it loses anything, recovery of
+// records a killed vmmd left mid-operation, and the snapshot key a new
+// sandbox gets. Milliseconds each; the real
 // boots are tests/sandbox_e2e_test's.
 #include "vmmd/sandbox_manager.h"
 
@@ -56,9 +57,11 @@ class FakeHypervisor : public Hypervisor {
 };
 
 // DescribingHypervisor is the fake whose snapshot keys are QemuBackend's:
-// what a VM of a config is, by the QEMU command line it would get.
+// what a VM of a config is, by the QEMU command line it would get, with
+// `qemu` (any file: nothing runs it) standing for QEMU's binary.
 class DescribingHypervisor : public FakeHypervisor {
  public:
+  explicit DescribingHypervisor(const std::string& qemu) : qemu_(qemu) {}
   std::string Describe(const VmConfig& config) const override { return qemu_.Describe(config); }
   size_t HotplugShares() const override { return 4; }
 
@@ -486,7 +489,6 @@ TEST_F(SandboxManagerTest, ACreateOfATakenNameAsksNoPeerAndDropsNothing) {
   EXPECT_EQ(calls_.Count("git.Unpublish taken"), 0);
 }
 
-
 // A snapshot's key is the same for the sandbox whose boot made it and for
 // a new sandbox whose accelerator is not on record yet: both are keyed by
 // the accelerator vmmd uses. (Resolving --guest-aslr from the sandbox's
@@ -494,7 +496,9 @@ TEST_F(SandboxManagerTest, ACreateOfATakenNameAsksNoPeerAndDropsNothing) {
 // booted.)
 TEST_F(SandboxManagerTest, ANewSandboxHasTheKeyOfTheSnapshotItsShapeMade) {
   for (const std::string aslr : {"auto", "on", "off"}) {
-    auto m = NewManager(std::make_unique<DescribingHypervisor>(), aslr);
+    const std::string qemu = dir_.path() + "/qemu-system-x86_64";
+    std::ofstream(qemu) << "qemu";
+    auto m = NewManager(std::make_unique<DescribingHypervisor>(qemu), aslr);
     const std::string disk = dir_.path() + "/base.qcow2";
     std::ofstream(disk) << "disk";
     vmm::Sandbox maker;
@@ -506,7 +510,7 @@ TEST_F(SandboxManagerTest, ANewSandboxHasTheKeyOfTheSnapshotItsShapeMade) {
     fresh.mutable_spec()->set_name("fresh");
     fresh.clear_accelerator();
     std::string key = SnapshotKeyProbe::KeyFor(*m, maker, disk, "tcg");
-    ASSERT_FALSE(key.empty()) << "needs qemu-system-x86_64 on PATH";
+    ASSERT_FALSE(key.empty());
     EXPECT_EQ(SnapshotKeyProbe::KeyFor(*m, fresh, disk, "tcg"), key) << aslr;
     // Another accelerator, another size or another disk: another key.
     EXPECT_NE(SnapshotKeyProbe::KeyFor(*m, fresh, disk, "kvm"), key) << aslr;
