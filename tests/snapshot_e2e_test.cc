@@ -216,7 +216,7 @@ TEST_F(SnapshotE2ETest, RestoredSandboxesAreEachTheirOwn) {
     // claims if it is ready by then: both are restored guests.
     std::string from = Sandbox(name)["started_from"];
     EXPECT_TRUE(from == "restore" || (from == "pool" && std::string(name) == "twin-b"))
-        << name << ": " << from;
+        << name << ": " << from << SnapshotDiagnosis();
     EXPECT_EQ(Sandbox(name)["state"], "running");
   }
   // Identity: hostname, machine id, entropy, clock.
