@@ -26,10 +26,10 @@ struct GuestImages {
 absl::StatusOr<GuestImages> LocateGuestImages(const std::string& image_dir);
 
 // AgentFailureHint is what to add to a guest agent's boot failure line
-// (the console's AIRLOCK-AGENT-FAILED line) so that it says what to do, ""
-// when there is nothing to add. An agent that finds no serial port of its own runs
-// from an initramfs older than this vmmd: its VMs put the ports on a
-// device that initramfs loads too late.
+// (the console's AIRLOCK-AGENT-FAILED line) so that it says what to do,
+// "" when there is nothing to add. An agent that finds no serial port of
+// its own runs from an initramfs older than this vmmd: its VMs put the
+// ports on a device that initramfs loads too late.
 std::string AgentFailureHint(const std::string& failure);
 
 // CreateOverlay makes `path` a qcow2 disk backed by the read-only `base`.

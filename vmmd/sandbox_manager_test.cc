@@ -1,8 +1,8 @@
 // SandboxManager with a fake hypervisor and fake peers: create's rollback
 // when a peer refuses, rm stopping before it loses anything, recovery of
 // records a killed vmmd left mid-operation, and the snapshot key a new
-// sandbox gets. Milliseconds each; the real
-// boots are tests/sandbox_e2e_test's.
+// sandbox gets. Milliseconds each; the real boots are
+// tests/sandbox_e2e_test's.
 #include "vmmd/sandbox_manager.h"
 
 #include <signal.h>
@@ -495,9 +495,9 @@ TEST_F(SandboxManagerTest, ACreateOfATakenNameAsksNoPeerAndDropsNothing) {
 // record once gave a new sandbox under TCG another key, and every sandbox
 // booted.)
 TEST_F(SandboxManagerTest, ANewSandboxHasTheKeyOfTheSnapshotItsShapeMade) {
+  const std::string qemu = dir_.path() + "/qemu-system-x86_64";
+  std::ofstream(qemu) << "qemu";
   for (const std::string aslr : {"auto", "on", "off"}) {
-    const std::string qemu = dir_.path() + "/qemu-system-x86_64";
-    std::ofstream(qemu) << "qemu";
     auto m = NewManager(std::make_unique<DescribingHypervisor>(qemu), aslr);
     const std::string disk = dir_.path() + "/base.qcow2";
     std::ofstream(disk) << "disk";
