@@ -62,13 +62,27 @@ BootParams ParseBootParams(absl::string_view cmdline) {
   return p;
 }
 
-absl::Status TurnOffAslr(const std::string& sysctl) {
+absl::Status WriteKernelSetting(const std::string& sysctl, absl::string_view value,
+                         absl::string_view what) {
   UniqueFd fd(open(sysctl.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
-  if (fd.get() < 0 || !WriteAll(fd.get(), "0")) {
-    return absl::InternalError(absl::StrCat("cannot turn off address space randomization (",
-                                            sysctl, "): ", strerror(errno)));
+  if (fd.get() < 0 || !WriteAll(fd.get(), value)) {
+    return absl::InternalError(absl::StrCat("cannot ", what, " (", sysctl, "): ", strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+absl::Status TurnOffAslr(const std::string& sysctl) {
+  return WriteKernelSetting(sysctl, "0", "turn off address space randomization");
+}
+
+absl::Status BoundPerCpuPageLists(const std::string& sysctl) {
+  return WriteKernelSetting(sysctl, std::to_string(kPerCpuPageListFraction),
+                     "bound the per-CPU page lists");
+}
+
+absl::Status ReportSmallerFreeBlocks(const std::string& param) {
+  return WriteKernelSetting(param, std::to_string(kFreePageReportingOrder),
+                     "set the free page reporting order");
 }
 
 void Console(absl::string_view line) {

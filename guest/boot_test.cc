@@ -45,6 +45,31 @@ TEST(TurnOffAslrTest, WritesZeroOrSaysWhy) {
       << missing.message();
 }
 
+TEST(BoundPerCpuPageListsTest, WritesTheFractionOrSaysWhy) {
+  std::string dir = ::testing::TempDir();
+  std::string sysctl = dir + "/percpu_pagelist_high_fraction";
+  { std::ofstream(sysctl) << "0\n"; }
+  ASSERT_TRUE(BoundPerCpuPageLists(sysctl).ok());
+  std::stringstream got;
+  got << std::ifstream(sysctl).rdbuf();
+  EXPECT_EQ(got.str(), "1000");
+  absl::Status missing = BoundPerCpuPageLists(dir + "/no-such-dir/fraction");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("cannot bound the per-CPU page lists"), std::string::npos)
+      << missing.message();
+  EXPECT_NE(missing.message().find("No such file or directory"), std::string::npos)
+      << missing.message();
+}
+
+TEST(ReportSmallerFreeBlocksTest, WritesTheOrder) {
+  std::string param = ::testing::TempDir() + "/page_reporting_order";
+  { std::ofstream(param) << "9\n"; }
+  ASSERT_TRUE(ReportSmallerFreeBlocks(param).ok());
+  std::stringstream got;
+  got << std::ifstream(param).rdbuf();
+  EXPECT_EQ(got.str(), "7");
+}
+
 TEST(BootParamsTest, ProbeAndDefaults) {
   BootParams p = ParseBootParams("airlock.probe=1 airlock.hostname=");
   EXPECT_TRUE(p.probe);

@@ -65,6 +65,9 @@ int RunAsInit() {
       Console(absl::StrCat("airlock-init: ", s.message()));
     }
   }
+  if (absl::Status s = airlock::guest::BoundPerCpuPageLists(); !s.ok()) {
+    Console(absl::StrCat("airlock-init: ", s.message()));
+  }
   // A boot that hangs says on the console where (the kernel runs quiet).
   static airlock::guest::BootWatch watch(absl::Seconds(15), absl::Seconds(15));
   // Beside the boot's own steps; the servers below find it done.
@@ -94,6 +97,9 @@ int RunAsInit() {
   });
   auto step = watch.Begin("loading modules");
   if (absl::Status s = airlock::guest::LoadModules("/lib/modules"); !s.ok()) Fail(s);
+  if (absl::Status s = airlock::guest::ReportSmallerFreeBlocks(); !s.ok()) {
+    Console(absl::StrCat("airlock-init: ", s.message()));
+  }
   auto late = airlock::guest::OpenModules("/lib/modules", airlock::guest::kLateModules);
   if (!late.ok()) Fail(late.status());
   step = watch.Begin("mounting the root disk");
