@@ -19,6 +19,7 @@
 #include "common/fd_io.h"
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/proc_probe.h"
@@ -146,6 +147,27 @@ TEST_F(SandboxE2ETest, GuestHandsBackFreedMemoryInSmallBlocks) {
   int high = std::stoi(lines[1]);
   EXPECT_GT(high, 0);
   EXPECT_LE(high, 512) << "the largest per-CPU list may hold " << high << " pages";
+}
+
+TEST_F(SandboxE2ETest, GuestKernelSkipsOnlyItsOwnNamedStartUpWork) {
+  // vmmd's kernel command line names built-in initcalls the guest skips.
+  // Each must be one of this kernel's functions (a name the kernel renamed
+  // would silently run again), and tracefs's files are not made.
+  ASSERT_EQ(Airlock({"create", "--name", "inits", "-m", "1g", "shell"}).exit_code, 0);
+  auto got = Airlock(
+      {"exec", "-u", "root", "inits", "--", "sh", "-c",
+       "l=$(tr ' ' '\\n' < /proc/cmdline | sed -n 's/^initcall_blacklist=//p'); "
+       "awk -v l=\"$l\" 'BEGIN {n = split(l, a, \",\"); for (i = 1; i <= n; i++) w[a[i]] = 1} "
+       "($3 in w) {f[$3] = 1} "
+       "END {for (k in w) print (k in f ? \"found \" : \"missing \") k}' /proc/kallsyms; "
+       "echo tracing $(ls -A /sys/kernel/tracing | wc -l)"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  std::vector<std::string> lines = absl::StrSplit(got.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back(), "tracing 0");
+  lines.pop_back();
+  EXPECT_GE(lines.size(), 10u) << got.out;
+  for (const std::string& line : lines) EXPECT_TRUE(absl::StartsWith(line, "found ")) << line;
 }
 
 TEST_F(SandboxE2ETest, TtySessionThroughAPty) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
@@ -197,6 +198,24 @@ TEST(KernelCmdlineTest, CarriesTscAndName) {
   EXPECT_NE(c.find("airlock.hostname=box1"), std::string::npos);
   EXPECT_EQ(c.find("airlock.probe"), std::string::npos);
   EXPECT_NE(KernelCmdline("p", 0, true).find("airlock.probe=1"), std::string::npos);
+}
+
+TEST(KernelCmdlineTest, SkipsOnlyStartUpWorkTheGuestHasNoUseFor) {
+  std::string c = KernelCmdline("a", 0, false);
+  size_t at = c.find(" initcall_blacklist=");
+  ASSERT_NE(at, std::string::npos) << c;
+  std::string list = c.substr(at + 20, c.find(' ', at + 1) - at - 20);
+  std::vector<std::string> names = absl::StrSplit(list, ',');
+  EXPECT_NE(std::find(names.begin(), names.end(), "tracer_init_tracefs"), names.end());
+  // What the guest needs: ACPI (its devices), the PCIe ports (shares are
+  // plugged into them), IPv6 sockets, the crypto API and TCP's default
+  // congestion control.
+  for (const char* needed : {"acpi_init", "pcie_portdrv_init", "inet6_init", "inet_init",
+                             "crypto_algapi_init", "cubictcp_register", "cmos_init"}) {
+    EXPECT_EQ(std::find(names.begin(), names.end(), needed), names.end()) << needed;
+  }
+  // Every VM, the probe's too, boots the same way.
+  EXPECT_NE(KernelCmdline("p", 0, true).find(list), std::string::npos);
 }
 
 TEST(KernelCmdlineTest, GuestAslrOffOnlyWhereAsked) {
