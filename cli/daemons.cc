@@ -248,17 +248,10 @@ absl::Status Daemons::Stop(int grace_s, bool progress) {
     if (pid == 0) continue;
     if (progress) std::cerr << "stopping " << name << " (pid " << pid << ")\n";
     kill(pid, SIGTERM);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
-    while (ProcessAlive(pid) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (ProcessAlive(pid)) {
+    if (!AwaitExit(pid, std::chrono::seconds(grace_s))) {
       std::cerr << name << " did not stop within " << grace_s << " s; killing it\n";
       kill(pid, SIGKILL);
-      for (int i = 0; i < 250 && ProcessAlive(pid); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      if (ProcessAlive(pid)) return absl::InternalError(absl::StrCat(name, " survived SIGKILL"));
+      if (!AwaitExit(pid, std::chrono::seconds(5))) return absl::InternalError(absl::StrCat(name, " survived SIGKILL"));
     }
   }
   return absl::OkStatus();

@@ -7,11 +7,15 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -220,6 +224,38 @@ bool ProcessAlive(pid_t pid) {
   }
   closedir(tasks);
   return alive;
+}
+
+bool AwaitExit(pid_t pid, std::chrono::milliseconds timeout) {
+  using std::chrono::steady_clock;
+  const auto deadline = steady_clock::now() + timeout;
+  auto left_ms = [&] {
+    // Rounded up: a wait cut at a whole millisecond would end before the deadline.
+    auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - steady_clock::now());
+    return ms.count() > 0 ? static_cast<int>(ms.count()) : 0;
+  };
+  // A pidfd is readable once the whole thread group has exited, which is
+  // ProcessAlive's sense too; it is checked again after each wake-up
+  // because a pid can be reused between the caller's look and the open.
+  int pidfd = pid > 0 ? static_cast<int>(syscall(SYS_pidfd_open, pid, 0)) : -1;
+  bool alive = ProcessAlive(pid);
+  while (alive && left_ms() > 0) {
+    if (pidfd >= 0) {
+      pollfd p = {pidfd, POLLIN, 0};
+      int n = poll(&p, 1, left_ms());
+      // Readable while ProcessAlive still sees a thread, or an error: the
+      // pidfd says no more than polling would, and would spin.
+      if ((n > 0 && ProcessAlive(pid)) || (n < 0 && errno != EINTR)) {
+        close(pidfd);
+        pidfd = -1;
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20, left_ms())));
+    }
+    alive = ProcessAlive(pid);
+  }
+  if (pidfd >= 0) close(pidfd);
+  return !alive;
 }
 
 std::string ProcessCmdline(pid_t pid) {

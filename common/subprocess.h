@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +42,11 @@ absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv,
 // exited (a zombie leader whose other threads still run is alive: they hold
 // the process's files).
 bool ProcessAlive(pid_t pid);
+
+// AwaitExit waits up to `timeout` for ProcessAlive(pid) to turn false and
+// says whether it did. It is woken by the exit itself (a pidfd), not by
+// polling, where the kernel has pidfds; elsewhere it looks every 20 ms.
+bool AwaitExit(pid_t pid, std::chrono::milliseconds timeout);
 
 // ProcessCmdline is /proc/<pid>/cmdline with NULs turned into spaces, or ""
 // when the process is gone.

@@ -51,9 +51,7 @@ TEST(SpawnDetachedTest, ChildOutlivesAndLogs) {
   EXPECT_NE(getsid(*pid), getsid(0)) << "runs in a session of its own";
   EXPECT_FALSE(ProcessesMatching("echo started; sleep 30").empty());
   kill(*pid, SIGKILL);
-  for (int i = 0; i < 100 && ProcessAlive(*pid); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  EXPECT_TRUE(AwaitExit(*pid, std::chrono::seconds(5)));
   EXPECT_FALSE(ProcessAlive(*pid));
 }
 
@@ -107,12 +105,33 @@ TEST(ProcessAliveTest, AZombieLeaderWithALiveThreadIsAlive) {
   }
   ASSERT_TRUE(leader_zombie);
   EXPECT_TRUE(ProcessAlive(pid));
+  EXPECT_FALSE(AwaitExit(pid, std::chrono::milliseconds(200))) << "its thread still runs";
   kill(pid, SIGKILL);
-  for (int i = 0; i < 250 && ProcessAlive(pid); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  EXPECT_TRUE(AwaitExit(pid, std::chrono::seconds(5)));
   EXPECT_FALSE(ProcessAlive(pid)) << "every thread exited; not reaped yet";
   waitpid(pid, nullptr, 0);
+}
+
+TEST(AwaitExitTest, WaitsForTheExitOrTheTimeout) {
+  std::string log = std::string(getenv("TEST_TMPDIR")) + "/await.log";
+  auto pid = SpawnDetached({"sleep", "30"}, log);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(AwaitExit(*pid, std::chrono::milliseconds(150)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150));
+  EXPECT_TRUE(ProcessAlive(*pid));
+  // Killed while being waited for (not a child of this process: SpawnDetached
+  // reparents it, so nothing here reaps it).
+  std::thread killer([p = *pid] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    kill(p, SIGKILL);
+  });
+  EXPECT_TRUE(AwaitExit(*pid, std::chrono::seconds(10)));
+  killer.join();
+  EXPECT_FALSE(ProcessAlive(*pid));
+  // Nothing to wait for.
+  EXPECT_TRUE(AwaitExit(*pid, std::chrono::seconds(10)));
+  EXPECT_TRUE(AwaitExit(0, std::chrono::seconds(10)));
 }
 
 TEST(SpawnDetachedTest, ExecFailureIsAnError) {

@@ -269,7 +269,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     // otherwise (killed, out of memory) stays. The VM has exited or is
     // about to (QEMU ends on a failed load): its log is read after.
     auto drop_if_unloadable = [&]() -> bool {
-      for (int i = 0; i < 50 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
+      AwaitExit(pid, seconds(1));
       bool unloadable = ReadFileToString(config.vmm_log).find("load of migration failed") !=
                         std::string::npos;
       if (unloadable) {
@@ -580,7 +580,7 @@ void SandboxManager::KillVm(const vmm::Sandbox& sb) {
   // (seen under load on a nested host, where 5 s was not always enough).
   for (pid_t pid : pids) {
     kill(pid, SIGKILL);
-    for (int i = 0; i < 1500 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
+    AwaitExit(pid, seconds(30));
   }
 }
 

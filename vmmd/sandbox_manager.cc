@@ -578,11 +578,7 @@ absl::StatusOr<vmm::Sandbox> SandboxManager::Stop(const std::string& name, int t
                         {{"sandbox", name}, {"error", asked.error_message()}});
     }
   }
-  auto deadline = steady_clock::now() + seconds(timeout_s > 0 ? timeout_s : 10);
-  while (pid > 0 && ProcessAlive(pid) && steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  if (pid > 0 && ProcessAlive(pid)) {
+  if (pid > 0 && !AwaitExit(pid, seconds(timeout_s > 0 ? timeout_s : 10))) {
     AIRLOCK_LOG_WARN("guest did not power off; killing the VM", {{"sandbox", name}});
     KillVm(*sb);
   }

@@ -304,7 +304,7 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
       if (config.jail_uid != 0) {
         waitpid(pid, nullptr, 0);
       } else {
-        for (int i = 0; i < 250 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
+        AwaitExit(pid, seconds(5));
       }
     }
     if (jails_.enabled()) jails_.Teardown(kSnapshotVmName);

@@ -50,7 +50,7 @@ std::string NewSlot() {
 void KillIfOurs(pid_t pid, const std::string& marker) {
   if (pid <= 0 || ProcessCmdline(pid).find(marker) == std::string::npos) return;
   kill(pid, SIGKILL);
-  for (int i = 0; i < 1500 && ProcessAlive(pid); ++i) std::this_thread::sleep_for(milliseconds(20));
+  AwaitExit(pid, seconds(30));
 }
 
 }  // namespace
