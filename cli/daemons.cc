@@ -251,7 +251,9 @@ absl::Status Daemons::Stop(int grace_s, bool progress) {
     if (!AwaitExit(pid, std::chrono::seconds(grace_s))) {
       std::cerr << name << " did not stop within " << grace_s << " s; killing it\n";
       kill(pid, SIGKILL);
-      if (!AwaitExit(pid, std::chrono::seconds(5))) return absl::InternalError(absl::StrCat(name, " survived SIGKILL"));
+      if (!AwaitExit(pid, std::chrono::seconds(5))) {
+        return absl::InternalError(absl::StrCat(name, " survived SIGKILL"));
+      }
     }
   }
   return absl::OkStatus();

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,8 +16,8 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <thread>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/fd_io.h"
@@ -226,13 +227,15 @@ bool ProcessAlive(pid_t pid) {
   return alive;
 }
 
-bool AwaitExit(pid_t pid, std::chrono::milliseconds timeout) {
+bool AwaitExit(pid_t pid, std::chrono::milliseconds timeout, bool* woken_by_pidfd) {
   using std::chrono::steady_clock;
+  if (woken_by_pidfd != nullptr) *woken_by_pidfd = false;
   const auto deadline = steady_clock::now() + timeout;
   auto left_ms = [&] {
-    // Rounded up: a wait cut at a whole millisecond would end before the deadline.
+    // Rounded up (a wait cut at a whole millisecond would end before the
+    // deadline), and at most what poll takes: a longer wait is several.
     auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - steady_clock::now());
-    return ms.count() > 0 ? static_cast<int>(ms.count()) : 0;
+    return static_cast<int>(std::clamp<int64_t>(ms.count(), 0, INT_MAX));
   };
   // A pidfd is readable once the whole thread group has exited, which is
   // ProcessAlive's sense too; it is checked again after each wake-up
@@ -248,6 +251,8 @@ bool AwaitExit(pid_t pid, std::chrono::milliseconds timeout) {
       if ((n > 0 && ProcessAlive(pid)) || (n < 0 && errno != EINTR)) {
         close(pidfd);
         pidfd = -1;
+      } else if (n > 0 && woken_by_pidfd != nullptr) {
+        *woken_by_pidfd = true;
       }
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20, left_ms())));

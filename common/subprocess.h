@@ -46,7 +46,8 @@ bool ProcessAlive(pid_t pid);
 // AwaitExit waits up to `timeout` for ProcessAlive(pid) to turn false and
 // says whether it did. It is woken by the exit itself (a pidfd), not by
 // polling, where the kernel has pidfds; elsewhere it looks every 20 ms.
-bool AwaitExit(pid_t pid, std::chrono::milliseconds timeout);
+// `woken_by_pidfd`, when given, says whether the pidfd saw the exit.
+bool AwaitExit(pid_t pid, std::chrono::milliseconds timeout, bool* woken_by_pidfd = nullptr);
 
 // ProcessCmdline is /proc/<pid>/cmdline with NULs turned into spaces, or ""
 // when the process is gone.

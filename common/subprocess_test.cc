@@ -126,12 +126,23 @@ TEST(AwaitExitTest, WaitsForTheExitOrTheTimeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     kill(p, SIGKILL);
   });
-  EXPECT_TRUE(AwaitExit(*pid, std::chrono::seconds(10)));
+  bool by_pidfd = false;
+  EXPECT_TRUE(AwaitExit(*pid, std::chrono::seconds(10), &by_pidfd));
   killer.join();
   EXPECT_FALSE(ProcessAlive(*pid));
+  EXPECT_TRUE(by_pidfd) << "this kernel (Linux 5.3 and later) has pidfds: the exit wakes the wait";
   // Nothing to wait for.
   EXPECT_TRUE(AwaitExit(*pid, std::chrono::seconds(10)));
   EXPECT_TRUE(AwaitExit(0, std::chrono::seconds(10)));
+  // A wait longer than poll's int of milliseconds still waits.
+  auto again = SpawnDetached({"sleep", "30"}, log);
+  ASSERT_TRUE(again.ok()) << again.status();
+  std::thread killer2([p = *again] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    kill(p, SIGKILL);
+  });
+  EXPECT_TRUE(AwaitExit(*again, std::chrono::hours(24 * 30)));
+  killer2.join();
 }
 
 TEST(SpawnDetachedTest, ExecFailureIsAnError) {

@@ -62,11 +62,11 @@ BootParams ParseBootParams(absl::string_view cmdline) {
   return p;
 }
 
-absl::Status WriteKernelSetting(const std::string& sysctl, absl::string_view value,
-                         absl::string_view what) {
-  UniqueFd fd(open(sysctl.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+absl::Status WriteKernelSetting(const std::string& path, absl::string_view value,
+                                absl::string_view what) {
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
   if (fd.get() < 0 || !WriteAll(fd.get(), value)) {
-    return absl::InternalError(absl::StrCat("cannot ", what, " (", sysctl, "): ", strerror(errno)));
+    return absl::InternalError(absl::StrCat("cannot ", what, " (", path, "): ", strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -77,12 +77,12 @@ absl::Status TurnOffAslr(const std::string& sysctl) {
 
 absl::Status BoundPerCpuPageLists(const std::string& sysctl) {
   return WriteKernelSetting(sysctl, std::to_string(kPerCpuPageListFraction),
-                     "bound the per-CPU page lists");
+                            "bound the per-CPU page lists");
 }
 
 absl::Status ReportSmallerFreeBlocks(const std::string& param) {
   return WriteKernelSetting(param, std::to_string(kFreePageReportingOrder),
-                     "set the free page reporting order");
+                            "set the free page reporting order");
 }
 
 void Console(absl::string_view line) {

@@ -50,11 +50,11 @@ BootParams ParseBootParams(absl::string_view cmdline);
 // calling process keeps its layout.
 absl::Status TurnOffAslr(const std::string& sysctl = "/proc/sys/kernel/randomize_va_space");
 
-// WriteKernelSetting writes `value` to `sysctl` (a file in /proc/sys or a
-// module parameter in /sys); an error says it could
-// not `what` ("turn off ..."), the file and why.
-absl::Status WriteKernelSetting(const std::string& sysctl, absl::string_view value,
-                         absl::string_view what);
+// WriteKernelSetting writes `value` to `path` (a file in /proc/sys or a
+// module parameter in /sys); an error says it could not `what` ("turn
+// off ..."), the file and why.
+absl::Status WriteKernelSetting(const std::string& path, absl::string_view value,
+                                absl::string_view what);
 
 // BoundPerCpuPageLists caps the free pages the guest's CPUs keep outside
 // the kernel's free lists at about 1/kPerCpuPageListFraction of its memory
@@ -64,7 +64,8 @@ absl::Status WriteKernelSetting(const std::string& sysctl, absl::string_view val
 // up to 27 MiB per CPU, pages used once (the initramfs, the boot's
 // modules) and freed that stayed in the host's memory and in every
 // snapshot (34 MiB of a snapshot's 118 here).
-// Writing the sysctl also makes the lists give back what is over the cap.
+// Writing the sysctl only lowers the cap: a list over it gives back the
+// excess as its CPU frees more pages (the agent writes it first thing).
 inline constexpr int kPerCpuPageListFraction = 1000;
 absl::Status BoundPerCpuPageLists(
     const std::string& sysctl = "/proc/sys/vm/percpu_pagelist_high_fraction");
