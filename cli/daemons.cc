@@ -14,7 +14,6 @@
 #include <iostream>
 #include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"

@@ -68,9 +68,7 @@ TEST(SpawnDetachedTest, PassesOneDescriptorWhereAsked) {
   // only because it was passed.
   auto pid = SpawnDetached({"sh", "-c", "cat <&4"}, log, fd, 4);
   ASSERT_TRUE(pid.ok()) << pid.status();
-  for (int i = 0; i < 250 && ProcessAlive(*pid); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  AwaitExit(*pid, std::chrono::seconds(5));
   close(fd);
   std::ifstream in(log);
   std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

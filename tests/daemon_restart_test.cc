@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <map>
-#include <thread>
 
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
@@ -28,9 +27,7 @@ TEST(DaemonRestartTest, AKilledDaemonIsBackAndHealthyAtOnce) {
     pid_t old = testing::DaemonPid(run, name);
     ASSERT_GT(old, 0) << name;
     ASSERT_EQ(kill(old, SIGKILL), 0);
-    for (int i = 0; i < 250 && ProcessAlive(old); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    AwaitExit(old, std::chrono::seconds(5));
     auto start = std::chrono::steady_clock::now();
     CommandResult r = testing::RunAirlock(env, {"daemon", "start", "--json"});
     int64_t took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

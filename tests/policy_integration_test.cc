@@ -3,9 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
-#include <thread>
 
 #include "common/subprocess.h"
 #include "common/testing/harness.h"
@@ -75,9 +75,7 @@ TEST_F(PolicyIntegrationTest, RulesDecideAndPersist) {
   std::ifstream(dir_.path() + "/run/policyd.pid") >> pid;
   ASSERT_GT(pid, 0);
   kill(pid, SIGKILL);
-  for (int i = 0; i < 100 && ProcessAlive(pid); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  AwaitExit(pid, std::chrono::seconds(2));
   EXPECT_EQ(nlohmann::json::parse(Airlock({"policy", "ls", "--json"}).out)["rules"].size(), before);
   EXPECT_EQ(Airlock({"policy", "check", "network", "--method", "DELETE",
                      "https://api.github.com/repos/o/r"}).exit_code, 1);

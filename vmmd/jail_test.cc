@@ -31,10 +31,7 @@ std::string RunJailed(const JailSpec& spec, const std::string& script, const std
   auto pid = LaunchJailed({"/usr/bin/sh", "-c", script}, spec, log);
   EXPECT_TRUE(pid.ok()) << pid.status();
   if (!pid.ok()) return "";
-  for (int i = 0; i < 500 && ProcessAlive(*pid); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_FALSE(ProcessAlive(*pid)) << "the jailed shell did not finish";
+  EXPECT_TRUE(AwaitExit(*pid, std::chrono::seconds(5))) << "the jailed shell did not finish";
   return ReadFileToString(log);
 }
 
@@ -215,8 +212,8 @@ TEST_F(JailTest, AJailThatDiesWithItsParentNeverOutlivesIt) {
   ASSERT_EQ(read(fds[0], &jailed, sizeof(jailed)), static_cast<ssize_t>(sizeof(jailed)));
   waitpid(parent, nullptr, 0);
   ASSERT_GT(jailed, 0);
-  for (int i = 0; i < 200 && ProcessAlive(jailed); ++i) usleep(10000);
-  EXPECT_FALSE(ProcessAlive(jailed)) << "the jailed child outlived its parent";
+  EXPECT_TRUE(AwaitExit(jailed, std::chrono::seconds(2)))
+      << "the jailed child outlived its parent";
   close(fds[0]);
   close(fds[1]);
 }
@@ -275,7 +272,7 @@ TEST_F(JailTest, AnOrdinaryUserJailsWithAUserNamespace) {
       std::ofstream(log) << "LAUNCH FAILED: " << pid.status().message();
       _exit(3);
     }
-    for (int i = 0; i < 500 && ProcessAlive(*pid); ++i) usleep(10000);
+    AwaitExit(*pid, std::chrono::seconds(5));
     _exit(0);
   }
   int status = 0;

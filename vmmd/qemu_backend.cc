@@ -213,9 +213,9 @@ std::string KernelCmdline(const std::string& name, uint64_t tsc_khz, bool probe,
       " init_on_alloc=0"
       // Built-in start-up work of Debian's kernel that a sandbox has no use
       // for (under TCG ~0.2 s of a boot, measured by initcall_debug): the
-      // KDF's self-test, key types, keyrings and the
-      // integrity subsystem's (IMA, EVM, TPM; the initramfs's modules are
-      // stripped of their signatures, so no key checks them), thermal zones, a VGA arbiter
+      // KDF's self-test, key types, keyrings and the integrity subsystem's
+      // (IMA, EVM, TPM; the initramfs's modules are stripped of their
+      // signatures, so no key checks them), thermal zones, a VGA arbiter
       // and NVMe's core (microvm has none of those devices, nor ACPI CPU
       // objects whose cooling devices would need the thermal class: the
       // list is for microvm), kprobe events, and tracefs's files: ~10,000

@@ -202,9 +202,11 @@ TEST(KernelCmdlineTest, CarriesTscAndName) {
 
 TEST(KernelCmdlineTest, SkipsOnlyStartUpWorkTheGuestHasNoUseFor) {
   std::string c = KernelCmdline("a", 0, false);
-  size_t at = c.find(" initcall_blacklist=");
+  const std::string flag = " initcall_blacklist=";
+  size_t at = c.find(flag);
   ASSERT_NE(at, std::string::npos) << c;
-  std::string list = c.substr(at + 20, c.find(' ', at + 1) - at - 20);
+  size_t from = at + flag.size();
+  std::string list = c.substr(from, c.find(' ', from) - from);
   std::vector<std::string> names = absl::StrSplit(list, ',');
   EXPECT_NE(std::find(names.begin(), names.end(), "tracer_init_tracefs"), names.end());
   // What the guest needs: ACPI (its devices), the PCIe ports (shares are

@@ -33,7 +33,6 @@ namespace airlock::vmmd {
 namespace vmm = airlock::vmm::v1;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using std::chrono::steady_clock;
 
 namespace {
 
