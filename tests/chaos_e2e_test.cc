@@ -199,6 +199,7 @@ class ChaosE2ETest : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (HasFailure()) std::cerr << testing::FailureDiagnostics(dir_.path());
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
     if (upstream_.pid > 0) {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <thread>
@@ -94,6 +95,7 @@ class JailE2ETest : public ::testing::Test {
     for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
   }
   void TearDown() override {
+    if (HasFailure()) std::cerr << testing::FailureDiagnostics(dir_.path());
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
     EXPECT_TRUE(testing::ProcessesNamed(dir_.path()).empty()) << "processes of this test left running";

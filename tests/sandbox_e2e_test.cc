@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <map>
 #include <thread>
@@ -42,6 +43,7 @@ class SandboxE2ETest : public ::testing::Test {
     for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
   }
   void TearDown() override {
+    if (HasFailure()) std::cerr << testing::FailureDiagnostics(dir_.path());
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
     // Nothing of this test may survive it.
@@ -493,7 +495,8 @@ TEST_F(SandboxE2ETest, DirectModeSharesPathsAndEnforcesReadOnlyOnTheHost) {
 
   // The workspace survives a restart, and rm leaves no virtiofsd behind.
   ASSERT_EQ(Airlock({"stop", "direct"}).exit_code, 0);
-  EXPECT_EQ(Airlock({"exec", "direct", "--", "cat", "from-guest.txt"}).out, "from guest\n");
+  auto again = Airlock({"exec", "direct", "--", "cat", "from-guest.txt"});
+  EXPECT_EQ(again.out, "from guest\n") << again.err;
   ASSERT_EQ(Airlock({"rm", "-f", "direct"}).exit_code, 0);
   // What may still run is the VM vmmd saves the image's snapshot from
   // (this was the image's first boot), which is nobody's.

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <iostream>
 #include <map>
 #include <thread>
 
@@ -73,6 +74,7 @@ class SecurityE2ETest : public ::testing::Test {
     env_ = testing::AirlockEnv(dir_.path());
   }
   void TearDown() override {
+    if (HasFailure()) std::cerr << testing::FailureDiagnostics(dir_.path());
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
   }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <dirent.h>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -33,6 +34,7 @@ class SnapshotE2ETest : public ::testing::Test {
     for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
   }
   void TearDown() override {
+    if (HasFailure()) std::cerr << testing::FailureDiagnostics(dir_.path());
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
     EXPECT_TRUE(testing::ProcessesNamed(dir_.path()).empty())

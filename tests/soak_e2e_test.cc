@@ -83,6 +83,7 @@ class SoakE2ETest : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (HasFailure()) std::cerr << testing::FailureDiagnostics(dir_.path());
     Airlock({"rm", "-f", "--all"});
     Airlock({"daemon", "stop"});
     std::vector<testing::ProcessInfo> left = testing::ProcessesOf(dir_.path());

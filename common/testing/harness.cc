@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -46,6 +47,40 @@ CommandResult RunAirlock(const std::map<std::string, std::string>& env,
   std::vector<std::string> argv = {BinaryPath("cli/airlock")};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv, env, input, timeout_s);
+}
+
+namespace {
+
+// The names in `dir`, sorted (none when it cannot be read).
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') names.push_back(e->d_name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+std::string FailureDiagnostics(const std::string& dir) {
+  std::string out = "---- daemon logs and consoles under " + dir + " ----\n";
+  auto tail = [&](const std::string& path, int lines) {
+    std::string text = FileTail(path, lines);
+    if (!text.empty()) out += "== " + path + "\n" + text + "\n";
+  };
+  for (const std::string& log : Entries(dir + "/state/logs")) {
+    tail(dir + "/state/logs/" + log, 30);
+  }
+  for (const std::string& sb : Entries(dir + "/state/sandboxes")) {
+    std::string sandbox = dir + "/state/sandboxes/" + sb;
+    tail(sandbox + "/vmm.log", 10);
+    tail(sandbox + "/console.log", 15);
+  }
+  return out;
 }
 
 std::string BinaryPath(const std::string& workspace_relative) {

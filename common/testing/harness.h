@@ -60,6 +60,12 @@ FixtureServer StartFixtureServer(const std::string& dir, const std::string& name
 // certificate for `names` signed by it (dir/up.pem, up.key), with openssl.
 CommandResult MakeTestCerts(const std::string& dir, const std::vector<std::string>& names);
 
+// FailureDiagnostics is what a failed end-to-end test prints about the
+// daemon set under `dir` (AirlockEnv's): the tail of each daemon's log and,
+// per sandbox, of its hypervisor log and console. CI keeps only the test's
+// output, and the test's directory is gone after it.
+std::string FailureDiagnostics(const std::string& dir);
+
 // BinaryPath resolves a Bazel data dependency such as "vmmd/vmmd" to an
 // absolute path in the test's runfiles.
 std::string BinaryPath(const std::string& workspace_relative);
