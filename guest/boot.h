@@ -17,8 +17,8 @@ namespace airlock::guest {
 
 // BootParams are the airlock.* words of the kernel command line.
 struct BootParams {
-  // airlock.probe=1: print kProbeMarker and power off at once (vmmd's
-  // accelerator probe).
+  // airlock.probe=1: print the probe marker (common/console_markers.h)
+  // and power off at once (vmmd's accelerator probe).
   bool probe = false;
   // airlock.hostname=NAME
   std::string hostname = "sandbox";
@@ -36,11 +36,6 @@ struct BootParams {
   // needs (load-order-docker) are loaded too.
   bool docker = false;
 };
-
-// Console markers vmmd looks for.
-inline constexpr char kProbeMarker[] = "AIRLOCK-PROBE-OK";
-inline constexpr char kReadyMarker[] = "AIRLOCK-AGENT-READY";
-inline constexpr char kFailedMarker[] = "AIRLOCK-AGENT-FAILED";
 
 // ParseBootParams reads the airlock.* words of `cmdline`.
 BootParams ParseBootParams(absl::string_view cmdline);

@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/console_markers.h"
 #include "common/malloc_tuning.h"
 #include "guest/agent_service.h"
 #include "guest/boot.h"
@@ -32,7 +33,7 @@ namespace {
 using airlock::guest::Console;
 
 [[noreturn]] void Fail(const absl::Status& s) {
-  Console(absl::StrCat(airlock::guest::kFailedMarker, ": ", s.message()));
+  Console(absl::StrCat(airlock::kAgentFailedMarker, ": ", s.message()));
   airlock::guest::PowerOff();
 }
 
@@ -47,6 +48,8 @@ std::unique_ptr<grpc::Server> BuildServer(grpc::Service* service,
 }
 
 int RunAsInit() {
+  // First: vmmd tells a kernel that never reached init from a slow boot.
+  Console(airlock::kAgentStartedMarker);
   signal(SIGPIPE, SIG_IGN);
   // The egress tunnel's batches are made and freed many times a second.
   airlock::KeepBulkBuffersMapped();
@@ -55,7 +58,7 @@ int RunAsInit() {
   cmdline << std::ifstream("/proc/cmdline").rdbuf();
   airlock::guest::BootParams params = airlock::guest::ParseBootParams(cmdline.str());
   if (params.probe) {
-    Console(airlock::guest::kProbeMarker);
+    Console(airlock::kProbeMarker);
     airlock::guest::PowerOff();
   }
   // After the agent's own start: it keeps its randomized layout, and every
@@ -160,7 +163,7 @@ int RunAsInit() {
   step.Finish();
   airlock::guest::ServePort(server.get(), *port, [] {
     watch.Done();
-    Console(airlock::guest::kReadyMarker);
+    Console(airlock::kAgentReadyMarker);
   });
 }
 

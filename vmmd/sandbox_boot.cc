@@ -12,13 +12,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "common/client.h"
 #include "common/fd_io.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/subprocess.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
+#include "vmmd/boot_console.h"
 #include "vmmd/docker_setup.h"
 #include "vmmd/images.h"
 #include "vmmd/sandbox_manager.h"
@@ -302,7 +303,24 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       sb.set_pool_slot("");
     });
     if (!s.ok()) return s;
-    if (!restored) return WaitForAgent(name, pid, launch);
+    // A kernel that never starts the agent is booted once more (its VM
+    // goes with its shares' servers) rather than waited on to the deadline.
+    auto wait_booted = [&]() -> absl::Status {
+      bool kernel_silent = false;
+      absl::Status ws = WaitForAgent(name, pid, launch, /*restored=*/false, nullptr,
+                                     &kernel_silent);
+      if (!kernel_silent) return ws;
+      AIRLOCK_LOG_WARN("the guest kernel did not start the agent; booting again",
+                       {{"sandbox", name}, {"error", std::string(ws.message())}});
+      if (absl::Status bs = boot_instead(); !bs.ok()) return bs;
+      if (absl::Status us = Update(name, "booting kernel again",
+                                   [&](vmm::Sandbox& sb) { sb.set_vmm_pid(pid); });
+          !us.ok()) {
+        return us;
+      }
+      return WaitForAgent(name, pid, launch);
+    };
+    if (!restored) return wait_booted();
     s = WaitForAgent(name, pid, launch, /*restored=*/true);
     if (s.ok()) RefillWarmPool(restore_key, shape);
     if (s.code() != absl::StatusCode::kAborted) return s;
@@ -323,20 +341,22 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       sb.set_pool_slot("");
     });
     if (!s.ok()) return s;
+    return wait_booted();
   }
   return WaitForAgent(name, pid, launch);
 }
 
 absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
                                           bool mount_shares, bool restored,
-                                          std::shared_ptr<AgentLink> link) {
+                                          std::shared_ptr<AgentLink> link, bool* kernel_silent) {
   vmm::Sandbox sb;
   {
     std::lock_guard<std::mutex> lock(mu_);
     sb = records_[name].sb;
   }
   VmConfig config = ConfigFor(sb);
-  auto deadline = steady_clock::now() + seconds(options_.boot_timeout_s);
+  auto launched = steady_clock::now();
+  auto deadline = launched + seconds(options_.boot_timeout_s);
   auto cancelled = [&] {
     std::lock_guard<std::mutex> lock(mu_);
     return records_[name].cancel || stopping_;
@@ -352,15 +372,22 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     if (!ProcessAlive(pid)) {
       return absl::UnavailableError(FailureReason(name, "the hypervisor exited during boot"));
     }
-    std::string console = ReadFileToString(config.console_log);
-    size_t failed = console.find("AIRLOCK-AGENT-FAILED");
-    if (failed != std::string::npos) {
-      // The serial console ends its lines with "\r\n".
-      std::string line(absl::StripTrailingAsciiWhitespace(
-          console.substr(failed, console.find('\n', failed) - failed)));
-      return absl::UnavailableError(FailureReason(name, line + AgentFailureHint(line)));
+    BootConsole read = ReadBootConsole(
+        ReadFileToString(config.console_log),
+        absl::FromChrono(steady_clock::now() - launched),
+        kernel_silent != nullptr ? absl::Seconds(options_.agent_start_timeout_s)
+                                 : absl::InfiniteDuration());
+    if (read.state == BootConsole::State::kFailed) {
+      return absl::UnavailableError(
+          FailureReason(name, read.failure + AgentFailureHint(read.failure)));
     }
-    ready = console.find("AIRLOCK-AGENT-READY") != std::string::npos;
+    if (read.state == BootConsole::State::kKernelSilent) {
+      *kernel_silent = true;
+      return absl::DeadlineExceededError(FailureReason(
+          name, absl::StrCat("the guest kernel did not start the agent within ",
+                             options_.agent_start_timeout_s, " s")));
+    }
+    ready = read.state == BootConsole::State::kReady;
     if (steady_clock::now() > deadline) {
       return absl::DeadlineExceededError(FailureReason(
           name, absl::StrCat("the guest agent did not start within ", options_.boot_timeout_s,

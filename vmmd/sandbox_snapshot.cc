@@ -15,12 +15,14 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/agent_link.h"
 #include "common/fd_io.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/subprocess.h"
 #include "protos/agent/v1/agent.grpc.pb.h"
+#include "vmmd/boot_console.h"
 #include "vmmd/guest_run.h"
 #include "vmmd/images.h"
 #include "vmmd/migration_stream.h"
@@ -330,20 +332,31 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
   auto launched = hypervisor_->Launch(config);
   if (!launched.ok()) return fail(launched.status());
   pid = *launched;
-  auto deadline = steady_clock::now() + seconds(options_.boot_timeout_s);
-  while (ReadFileToString(config.console_log).find("AIRLOCK-AGENT-READY") == std::string::npos) {
+  auto launched_at = steady_clock::now();
+  auto deadline = launched_at + seconds(options_.boot_timeout_s);
+  while (true) {
+    BootConsole read = ReadBootConsole(ReadFileToString(config.console_log),
+                                       absl::FromChrono(steady_clock::now() - launched_at),
+                                       absl::Seconds(options_.agent_start_timeout_s));
+    if (read.state == BootConsole::State::kReady) break;
     if (stopping_) return fail(absl::CancelledError("vmmd is stopping"));
     if (!ProcessAlive(pid)) {
       return fail(absl::UnavailableError(absl::StrCat(
           "the snapshot's VM exited during boot: ", ReadFileToString(config.vmm_log))));
     }
-    if (steady_clock::now() > deadline) {
+    // A kernel that never started the agent is a hung boot too (tried
+    // again later), found sooner.
+    if (steady_clock::now() > deadline || read.state == BootConsole::State::kKernelSilent) {
       *boot_hung = true;
       // The console says how far the guest got (the agent names a boot
       // step that hangs).
-      return fail(absl::DeadlineExceededError(
-          absl::StrCat("the snapshot's VM did not boot in ", options_.boot_timeout_s,
-                       " s; its console ended: ", FileTail(config.console_log, 8))));
+      std::string what =
+          read.state == BootConsole::State::kKernelSilent
+              ? absl::StrCat("'s kernel did not start the agent within ",
+                             options_.agent_start_timeout_s, " s")
+              : absl::StrCat(" did not boot in ", options_.boot_timeout_s, " s");
+      return fail(absl::DeadlineExceededError(absl::StrCat(
+          "the snapshot's VM", what, "; its console ended: ", FileTail(config.console_log, 8))));
     }
     std::this_thread::sleep_for(milliseconds(50));
   }
