@@ -204,9 +204,7 @@ class ChaosE2ETest : public ::testing::Test {
     Airlock({"daemon", "stop"});
     if (upstream_.pid > 0) {
       kill(upstream_.pid, SIGKILL);
-      for (int i = 0; i < 250 && ProcessAlive(upstream_.pid); ++i) {
-        std::this_thread::sleep_for(milliseconds(20));
-      }
+      AwaitExit(upstream_.pid, std::chrono::seconds(5));
     }
     std::vector<testing::ProcessInfo> left = testing::ProcessesOf(dir_.path());
     std::string names;
@@ -471,9 +469,7 @@ class ChaosE2ETest : public ::testing::Test {
     cv.notify_all();
     driver.join();
     EXPECT_GT(killed, 0) << kill->daemon << " was not running when its kill came";
-    for (int i = 0; i < 250 && killed > 0 && ProcessAlive(killed); ++i) {
-      std::this_thread::sleep_for(milliseconds(20));
-    }
+    if (killed > 0) AwaitExit(killed, std::chrono::seconds(5));
     ++kills_[kill->daemon][op];
     if (mid) ++mid_op_[kill->daemon][op];
     absl::StrAppend(where, " with ", kill->daemon, " killed ", delay.count(), " ms in",

@@ -163,9 +163,7 @@ TEST_F(DiskFullTest, SecretSetOnAFullDiskChangesNothingAndWorksWithRoomAgain) {
   pid_t secretsd = testing::DaemonPid(dir_.path() + "/run", "secretsd");
   ASSERT_GT(secretsd, 0);
   ASSERT_EQ(kill(secretsd, SIGKILL), 0);
-  for (int i = 0; i < 250 && ProcessAlive(secretsd); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  AwaitExit(secretsd, std::chrono::seconds(5));
   ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
   EXPECT_EQ(Json({"secret", "ls", "--json"}), before);
 

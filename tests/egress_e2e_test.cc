@@ -384,7 +384,7 @@ TEST_F(EgressE2ETest, ProxydKilledAndRestartedReattachesTheSandbox) {
   }
   ASSERT_GT(proxyd, 0);
   kill(proxyd, SIGKILL);
-  while (ProcessAlive(proxyd)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(AwaitExit(proxyd, std::chrono::seconds(5))) << "proxyd outlived SIGKILL";
   ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
   // proxyd finds the attachment in its state and takes the port back.
   auto r = Guest("for i in $(seq 50); do curl -s -m 5 " + Http("plain.example.test") +
@@ -499,13 +499,9 @@ TEST_F(EgressE2ETest, ProxydStoppedMidTransferEndsCleanly) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   ASSERT_EQ(kill(proxyd, SIGTERM), 0);
-  int waited_ms = 0;
-  while (ProcessAlive(proxyd) && waited_ms < 20000) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    waited_ms += 50;
-  }
+  bool stopped = AwaitExit(proxyd, std::chrono::seconds(20));
   transfer.join();
-  EXPECT_FALSE(ProcessAlive(proxyd)) << "proxyd did not stop within 20 s";
+  EXPECT_TRUE(stopped) << "proxyd did not stop within 20 s";
   auto log = ReadFileToString(dir_->path() + "/state/logs/proxyd.log");
   EXPECT_EQ(log.find("\"level\":\"fatal\""), std::string::npos);
   ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);

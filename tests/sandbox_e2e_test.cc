@@ -308,9 +308,8 @@ TEST_F(SandboxE2ETest, VmmdKilledWhileRunningReattaches) {
   ASSERT_GT(proxyd, 0);
   ASSERT_EQ(kill(proxyd, SIGKILL), 0);
   ASSERT_EQ(kill(vmmd, SIGKILL), 0);
-  for (int i = 0; i < 250 && (ProcessAlive(proxyd) || ProcessAlive(vmmd)); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  AwaitExit(proxyd, std::chrono::seconds(5));
+  AwaitExit(vmmd, std::chrono::seconds(5));
   ASSERT_TRUE(SpawnDetached(argv, log).ok());
   std::string reattach;
   for (int i = 0; i < 600 && reattach.empty(); ++i) {
@@ -337,10 +336,8 @@ TEST_F(SandboxE2ETest, VmmdKilledWhileRunningReattaches) {
   auto stop = Airlock({"stop", "survivor"});
   EXPECT_EQ(stop.exit_code, 0) << stop.err;
   EXPECT_EQ(Sandbox("survivor")["state"], "stopped");
-  for (int i = 0; i < 250 && ProcessAlive(qemu); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_FALSE(ProcessAlive(qemu)) << "the stopped sandbox's VM is still there";
+  EXPECT_TRUE(AwaitExit(qemu, std::chrono::seconds(5)))
+      << "the stopped sandbox's VM is still there";
 }
 
 TEST_F(SandboxE2ETest, VmmdKilledDuringCreateLeavesNoOrphan) {
