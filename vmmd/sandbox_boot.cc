@@ -303,14 +303,14 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       sb.set_pool_slot("");
     });
     if (!s.ok()) return s;
-    // A kernel that never starts the agent is booted once more (its VM
-    // goes with its shares' servers) rather than waited on to the deadline.
+    // A boot that hangs (its kernel never starts the agent, or its VM sits
+    // halted) is booted once more (its VM goes with its shares' servers)
+    // rather than waited on to the deadline.
     auto wait_booted = [&]() -> absl::Status {
-      bool kernel_silent = false;
-      absl::Status ws = WaitForAgent(name, pid, launch, /*restored=*/false, nullptr,
-                                     &kernel_silent);
-      if (!kernel_silent) return ws;
-      AIRLOCK_LOG_WARN("the guest kernel did not start the agent; booting again",
+      bool hung = false;
+      absl::Status ws = WaitForAgent(name, pid, launch, /*restored=*/false, nullptr, &hung);
+      if (!hung) return ws;
+      AIRLOCK_LOG_WARN("the guest's boot hangs; booting again",
                        {{"sandbox", name}, {"error", std::string(ws.message())}});
       if (absl::Status bs = boot_instead(); !bs.ok()) return bs;
       if (absl::Status us = Update(name, "booting kernel again",
@@ -348,7 +348,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
 
 absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
                                           bool mount_shares, bool restored,
-                                          std::shared_ptr<AgentLink> link, bool* kernel_silent) {
+                                          std::shared_ptr<AgentLink> link, bool* hung) {
   vmm::Sandbox sb;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -357,6 +357,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
   VmConfig config = ConfigFor(sb);
   auto launched = steady_clock::now();
   auto deadline = launched + seconds(options_.boot_timeout_s);
+  // The VM's CPU time, once a second, while its boot is watched for a hang.
+  CpuHistory cpu;
+  absl::Duration next_sample = absl::ZeroDuration();
   auto cancelled = [&] {
     std::lock_guard<std::mutex> lock(mu_);
     return records_[name].cancel || stopping_;
@@ -372,20 +375,21 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     if (!ProcessAlive(pid)) {
       return absl::UnavailableError(FailureReason(name, "the hypervisor exited during boot"));
     }
-    BootConsole read = ReadBootConsole(
-        ReadFileToString(config.console_log),
-        absl::FromChrono(steady_clock::now() - launched),
-        kernel_silent != nullptr ? absl::Seconds(options_.agent_start_timeout_s)
-                                 : absl::InfiniteDuration());
+    absl::Duration since_launch = absl::FromChrono(steady_clock::now() - launched);
+    if (hung != nullptr && since_launch >= next_sample) {
+      cpu.Add(since_launch, ProcessCpuTime(pid));
+      next_sample = since_launch + absl::Seconds(1);
+    }
+    BootConsole read = ReadBootConsole(ReadFileToString(config.console_log), since_launch, cpu,
+                                       hung != nullptr ? &options_.hang_limits : nullptr);
     if (read.state == BootConsole::State::kFailed) {
       return absl::UnavailableError(
           FailureReason(name, read.failure + AgentFailureHint(read.failure)));
     }
-    if (read.state == BootConsole::State::kKernelSilent) {
-      *kernel_silent = true;
-      return absl::DeadlineExceededError(FailureReason(
-          name, absl::StrCat("the guest kernel did not start the agent within ",
-                             options_.agent_start_timeout_s, " s")));
+    if (read.state == BootConsole::State::kKernelSilent ||
+        read.state == BootConsole::State::kHalted) {
+      *hung = true;
+      return absl::DeadlineExceededError(FailureReason(name, read.why));
     }
     ready = read.state == BootConsole::State::kReady;
     if (steady_clock::now() > deadline) {

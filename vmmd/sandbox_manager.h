@@ -23,6 +23,7 @@
 #include "protos/vmm/v1/vmm.pb.h"
 #include "common/agent_link.h"
 #include "common/peer.h"
+#include "vmmd/boot_console.h"
 #include "vmmd/hypervisor.h"
 #include "vmmd/sandbox_jails.h"
 #include "vmmd/image_catalog.h"
@@ -44,9 +45,10 @@ struct ManagerOptions {
   std::string accelerator = "auto";
   // Seconds a boot may take until the agent answers.
   int boot_timeout_s = 180;
-  // Seconds a cold boot's kernel may take to start the agent (the agent's
-  // first console line); past them, the VM is booted once more.
-  int agent_start_timeout_s = 30;
+  // When a cold boot is taken for hung before its deadline (its kernel
+  // never started the agent, or its VM sits idle): the VM is booted once
+  // more.
+  HangLimits hang_limits;
   // gitd: the review baseline of shared paths is recorded there.
   Peer gitd;
   // proxyd: every boot attaches the sandbox's egress port.
@@ -261,12 +263,12 @@ class SandboxManager {
   // serves (there is no console marker to wait for).
   // `link`: the agent's connection when there is one already (a claimed
   // warm VM's).
-  // `kernel_silent`, when given: a guest launched just now whose kernel
-  // never started the agent (BootConsole::kKernelSilent) ends the wait
-  // with it set; the caller boots again.
+  // `hung`, when given: a guest launched just now whose boot hangs
+  // (ReadBootConsole with the hang limits) ends the wait with it set; the
+  // caller boots again.
   absl::Status WaitForAgent(const std::string& name, pid_t pid, bool mount_shares,
                             bool restored = false, std::shared_ptr<AgentLink> link = nullptr,
-                            bool* kernel_silent = nullptr);
+                            bool* hung = nullptr);
   // VmMarker is what the command line of `sb`'s VM process holds
   // (Hypervisor::Marker; a claimed warm VM's names its slot).
   std::string VmMarker(const airlock::vmm::v1::Sandbox& sb) const;
