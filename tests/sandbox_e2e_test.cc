@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -180,25 +181,36 @@ TEST_F(SandboxE2ETest, ABootWhoseVmSitsIdleIsBootedAgain) {
   // A guest that hangs halted (seen under TCG: both vCPUs halted, no
   // interrupt ever coming) uses no CPU; a stopped QEMU is one for sure.
   // vmmd boots the sandbox again instead of waiting out its deadline.
-  std::thread run_thread;
   CommandResult run;
-  run_thread = std::thread(
-      [&] { run = Airlock({"run", "--name", "idle", "-m", "1g", "shell", "--", "echo", "up"}); });
+  std::atomic<bool> ran{false};
+  std::thread run_thread([&] {
+    run = Airlock({"run", "--name", "idle", "-m", "1g", "shell", "--", "echo", "up"});
+    ran = true;
+  });
+  // Looked for while the run lasts (the thread is joined before any
+  // assertion).
   pid_t first = 0;
-  for (int i = 0; i < 1200 && first == 0; ++i) {
+  int stopped = -1;
+  while (first == 0 && !ran) {
     std::vector<pid_t> vms = testing::ProcessesNamed(dir_.path() + "/run/vms/idle/");
-    if (!vms.empty()) first = vms.front();
-    if (first == 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    if (!vms.empty()) {
+      first = vms.front();
+      stopped = kill(first, SIGSTOP);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
   }
-  ASSERT_GT(first, 0) << "no VM started";
-  ASSERT_EQ(kill(first, SIGSTOP), 0);
   run_thread.join();
+  ASSERT_GT(first, 0) << "no VM started";
+  ASSERT_EQ(stopped, 0);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, "up\n");
   EXPECT_TRUE(AwaitExit(first, std::chrono::seconds(5))) << "the hung VM was left behind";
   std::string log = ReadFileToString(dir_.path() + "/state/logs/vmmd.log");
   EXPECT_NE(log.find("the guest's boot hangs; booting again"), std::string::npos) << log;
-  EXPECT_NE(log.find("before its agent was ready (the guest sits halted)"), std::string::npos);
+  EXPECT_NE(log.find("before the guest agent was ready (the guest sits halted)"), std::string::npos);
+  EXPECT_EQ(access((dir_.path() + "/state/sandboxes/idle/console.log.1").c_str(), F_OK), 0)
+      << "the hung boot's console is kept";
   nlohmann::json sb = Sandbox("idle");
   EXPECT_EQ(sb["state"], "running") << sb.dump();
   EXPECT_NE(sb["pid"], first);

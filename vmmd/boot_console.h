@@ -1,14 +1,16 @@
-// What a booting guest shows so far: its console (the agent is ready, it
-// failed and why, the kernel never started it) and how much CPU its VM
-// has used lately (a guest that sits halted with no interrupt coming).
-// Pure readings, so that the rules are tested without a VM; vmmd's boot
-// loops act on them.
+// Whether a booting guest is ready, failed, or hangs: its console (the
+// agent's lines) and what its VM has done lately (CPU time, console
+// output). ReadBootConsole and BootActivity are pure, so that the rules
+// are tested without a VM; BootWatcher feeds them from /proc and the
+// console's file for vmmd's boot loops.
 #ifndef AIRLOCK_VMMD_BOOT_CONSOLE_H_
 #define AIRLOCK_VMMD_BOOT_CONSOLE_H_
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <deque>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -16,40 +18,41 @@
 
 namespace airlock::vmmd {
 
-// CpuHistory is the CPU time a VM's process had used, sampled along its
-// boot.
-class CpuHistory {
+// HangLimits says when a boot is given up as hung before its deadline: its
+// VM used less than `idle_cpu` over `idle_window` and its console did not
+// grow meanwhile, before the agent was ready. A booting guest under TCG
+// keeps its vCPUs busy, an idle one still wakes for its timers many times
+// a second, and a guest waiting on the host (a KVM guest's disk) has its
+// agent say on the console which step is slow every 15 s.
+struct HangLimits {
+  absl::Duration idle_window = absl::Seconds(20);
+  absl::Duration idle_cpu = absl::Seconds(1);
+};
+
+// BootActivity is what a VM had done at points of its boot: the CPU time
+// its process had used and the bytes on its console.
+class BootActivity {
  public:
-  // Add records that the process had used `cpu` at `at` (time since the
-  // launch; samples come in order). Samples older than needed go.
-  void Add(absl::Duration at, absl::Duration cpu);
-  // IdleFor: over the last `window` (the samples span it), the process
-  // used less than `cpu`.
-  bool IdleFor(absl::Duration window, absl::Duration cpu) const;
+  // Samples older than `keep` (before the newest) go; keep at least the
+  // longest window asked about.
+  explicit BootActivity(absl::Duration keep) : keep_(keep) {}
+  // Add records a sample taken `at` (time since the launch; in order).
+  void Add(absl::Duration at, absl::Duration cpu, size_t console_bytes);
+  // StillFor: the samples span `window`, and over it the process used less
+  // than `cpu` and the console did not grow.
+  bool StillFor(absl::Duration window, absl::Duration cpu) const;
 
  private:
   struct Sample {
     absl::Duration at;
     absl::Duration cpu;
+    size_t console_bytes;
   };
+  absl::Duration keep_;
   std::deque<Sample> samples_;
 };
 
-// ProcessCpuTime is the CPU time `pid` has used (user and system, from
-// /proc), zero when it cannot be read.
-absl::Duration ProcessCpuTime(pid_t pid);
-
-// When a boot is given up as hung before its deadline.
-struct HangLimits {
-  // The kernel must start the agent (its first console line) within this.
-  absl::Duration agent_start = absl::Seconds(30);
-  // A VM that used less than `idle_cpu` over `idle_window` before its
-  // agent is ready sits halted: a booting guest under TCG keeps its vCPUs
-  // busy, and even an idle one wakes for its timers many times a second.
-  absl::Duration idle_window = absl::Seconds(20);
-  absl::Duration idle_cpu = absl::Seconds(1);
-};
-
+// BootConsole is what a booting guest shows so far.
 struct BootConsole {
   enum class State {
     // Nothing decided yet: wait and read again.
@@ -58,29 +61,47 @@ struct BootConsole {
     kReady,
     // The agent said the boot failed; `failure` is its line.
     kFailed,
-    // The kernel ran for HangLimits::agent_start and never started the
-    // agent.
-    kKernelSilent,
-    // The VM has been idle for HangLimits::idle_window before its agent
-    // was ready. Seen under TCG on a loaded host, about one boot in 70:
-    // both vCPUs halted, no timer interrupt ever coming, the console
-    // still.
+    // The VM has been still (HangLimits) before its agent was ready. Seen
+    // under TCG, about one restart in 70 of a sandbox with shared paths
+    // while another VM booted: both vCPUs halted, no timer interrupt ever
+    // coming, the console still.
     kHalted,
   };
   State state = State::kBooting;
   std::string failure;
-  // Why a hung state was decided, for the log and the error.
+  // Why kHalted was decided, for the log and the error.
   std::string why;
 };
 
-// ReadBootConsole reads `console` (the whole file) of a guest launched
-// `since_launch` ago whose VM's CPU time is `cpu`. `limits` null: only
-// ready and failed are read (a VM reattached to, whose boot vmmd did not
-// watch from its start). Where it stops: an agent that started and keeps
-// its VM busy is the boot deadline's, however slow (its own watch says on
-// the console which step is slow).
-BootConsole ReadBootConsole(absl::string_view console, absl::Duration since_launch,
-                            const CpuHistory& cpu, const HangLimits* limits);
+// ReadBootConsole reads `console` (the whole file) of a booting guest
+// whose VM did `activity`. `limits` null: only ready and failed are read
+// (a VM reattached to, whose boot vmmd did not watch from its start).
+// Where it stops: a VM that keeps busy or keeps writing its console is the
+// boot deadline's, however slow.
+BootConsole ReadBootConsole(absl::string_view console, const BootActivity& activity,
+                            const HangLimits* limits);
+
+// ProcessCpuTime is the CPU time `pid` has used (user and system, all its
+// threads, from /proc); nullopt when it cannot be read (the process is
+// gone).
+std::optional<absl::Duration> ProcessCpuTime(pid_t pid);
+
+// BootWatcher watches one boot from its launch: Read samples the VM's CPU
+// time and console size once a second and reads the console.
+class BootWatcher {
+ public:
+  // `limits` null: hangs are not looked for.
+  BootWatcher(pid_t pid, std::string console_path, const HangLimits* limits);
+  BootConsole Read();
+
+ private:
+  pid_t pid_;
+  std::string console_path_;
+  const HangLimits* limits_;
+  std::chrono::steady_clock::time_point launched_;
+  absl::Duration next_sample_ = absl::ZeroDuration();
+  BootActivity activity_;
+};
 
 }  // namespace airlock::vmmd
 

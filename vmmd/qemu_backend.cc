@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/console_markers.h"
 #include "common/fd_io.h"
 #include "common/subprocess.h"
 #include "vmmd/memory_image.h"
@@ -470,7 +471,7 @@ std::pair<std::string, std::string> QemuBackend::ProbeAccelerator(const std::str
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(8);
   bool ok = false;
   while (std::chrono::steady_clock::now() < deadline && ProcessAlive(*pid)) {
-    if (ReadFileToString(console).find("AIRLOCK-PROBE-OK") != std::string::npos) {
+    if (ReadFileToString(console).find(kProbeMarker) != std::string::npos) {
       ok = true;
       break;
     }

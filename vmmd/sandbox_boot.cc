@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -255,6 +256,10 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     // disk (no guest has run on it, or one crashed: either boots).
     auto boot_instead = [&]() -> absl::Status {
       KillVm(sb);
+      // What the VM that goes printed is kept beside the new console (a
+      // copy: a jailed VM's console is bound into its jail by its path).
+      std::ofstream(config.console_log + ".1", std::ios::trunc)
+          << ReadFileToString(config.console_log);
       // A virtiofsd ends with the VM it served: the boot gets new ones.
       if (absl::Status fs = StartShares(sb, config); !fs.ok()) return fs;
       config.hostname.clear();
@@ -303,9 +308,9 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       sb.set_pool_slot("");
     });
     if (!s.ok()) return s;
-    // A boot that hangs (its kernel never starts the agent, or its VM sits
-    // halted) is booted once more (its VM goes with its shares' servers)
-    // rather than waited on to the deadline.
+    // A boot that hangs (its VM sits halted) is booted once more (its VM
+    // goes with its shares' servers) rather than waited on to the
+    // deadline.
     auto wait_booted = [&]() -> absl::Status {
       bool hung = false;
       absl::Status ws = WaitForAgent(name, pid, launch, /*restored=*/false, nullptr, &hung);
@@ -355,11 +360,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     sb = records_[name].sb;
   }
   VmConfig config = ConfigFor(sb);
-  auto launched = steady_clock::now();
-  auto deadline = launched + seconds(options_.boot_timeout_s);
-  // The VM's CPU time, once a second, while its boot is watched for a hang.
-  CpuHistory cpu;
-  absl::Duration next_sample = absl::ZeroDuration();
+  auto deadline = steady_clock::now() + seconds(options_.boot_timeout_s);
+  // A boot launched just now is watched for a hang too.
+  BootWatcher watch(pid, config.console_log, hung != nullptr ? &options_.hang_limits : nullptr);
   auto cancelled = [&] {
     std::lock_guard<std::mutex> lock(mu_);
     return records_[name].cancel || stopping_;
@@ -375,19 +378,12 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
     if (!ProcessAlive(pid)) {
       return absl::UnavailableError(FailureReason(name, "the hypervisor exited during boot"));
     }
-    absl::Duration since_launch = absl::FromChrono(steady_clock::now() - launched);
-    if (hung != nullptr && since_launch >= next_sample) {
-      cpu.Add(since_launch, ProcessCpuTime(pid));
-      next_sample = since_launch + absl::Seconds(1);
-    }
-    BootConsole read = ReadBootConsole(ReadFileToString(config.console_log), since_launch, cpu,
-                                       hung != nullptr ? &options_.hang_limits : nullptr);
+    BootConsole read = watch.Read();
     if (read.state == BootConsole::State::kFailed) {
       return absl::UnavailableError(
           FailureReason(name, read.failure + AgentFailureHint(read.failure)));
     }
-    if (read.state == BootConsole::State::kKernelSilent ||
-        read.state == BootConsole::State::kHalted) {
+    if (read.state == BootConsole::State::kHalted) {
       *hung = true;
       return absl::DeadlineExceededError(FailureReason(name, read.why));
     }

@@ -45,9 +45,9 @@ struct ManagerOptions {
   std::string accelerator = "auto";
   // Seconds a boot may take until the agent answers.
   int boot_timeout_s = 180;
-  // When a cold boot is taken for hung before its deadline (its kernel
-  // never started the agent, or its VM sits idle): the VM is booted once
-  // more.
+  // When a boot vmmd launched (a sandbox's cold boot, the snapshot VM's)
+  // is taken for hung before its deadline: a sandbox's VM is booted once
+  // more, the snapshot is tried again by the next sandbox of its image.
   HangLimits hang_limits;
   // gitd: the review baseline of shared paths is recorded there.
   Peer gitd;

@@ -332,34 +332,25 @@ absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
   auto launched = hypervisor_->Launch(config);
   if (!launched.ok()) return fail(launched.status());
   pid = *launched;
-  auto launched_at = steady_clock::now();
-  auto deadline = launched_at + seconds(options_.boot_timeout_s);
-  CpuHistory cpu;
-  absl::Duration next_sample = absl::ZeroDuration();
+  auto deadline = steady_clock::now() + seconds(options_.boot_timeout_s);
+  BootWatcher watch(pid, config.console_log, &options_.hang_limits);
   while (true) {
-    absl::Duration since_launch = absl::FromChrono(steady_clock::now() - launched_at);
-    if (since_launch >= next_sample) {
-      cpu.Add(since_launch, ProcessCpuTime(pid));
-      next_sample = since_launch + absl::Seconds(1);
-    }
-    BootConsole read = ReadBootConsole(ReadFileToString(config.console_log), since_launch, cpu,
-                                       &options_.hang_limits);
-    if (read.state == BootConsole::State::kReady) break;
     if (stopping_) return fail(absl::CancelledError("vmmd is stopping"));
     if (!ProcessAlive(pid)) {
       return fail(absl::UnavailableError(absl::StrCat(
           "the snapshot's VM exited during boot: ", ReadFileToString(config.vmm_log))));
     }
-    // A boot found hung before the deadline (its kernel never started the
-    // agent, or its VM sits halted) is a hung boot too (tried again later).
-    bool hangs = read.state == BootConsole::State::kKernelSilent ||
-                 read.state == BootConsole::State::kHalted;
-    if (steady_clock::now() > deadline || hangs) {
+    BootConsole read = watch.Read();
+    if (read.state == BootConsole::State::kReady) break;
+    // A boot found halted before the deadline is a hung boot too (tried
+    // again later).
+    bool halted = read.state == BootConsole::State::kHalted;
+    if (steady_clock::now() > deadline || halted) {
       *boot_hung = true;
       // The console says how far the guest got (the agent names a boot
       // step that hangs).
       std::string what =
-          hangs ? read.why : absl::StrCat("it did not boot in ", options_.boot_timeout_s, " s");
+          halted ? read.why : absl::StrCat("it did not boot in ", options_.boot_timeout_s, " s");
       return fail(absl::DeadlineExceededError(absl::StrCat(
           "the snapshot's VM hangs: ", what, "; its console ended: ",
           FileTail(config.console_log, 8))));
