@@ -7,6 +7,7 @@
 namespace airlock {
 
 // The agent runs (its first act as init): the kernel's own start is over.
+// For whoever reads a hung boot's console: it says which side hung.
 inline constexpr char kAgentStartedMarker[] = "AIRLOCK-AGENT-STARTED";
 // The agent's port is open: vmmd connects.
 inline constexpr char kAgentReadyMarker[] = "AIRLOCK-AGENT-READY";

@@ -48,7 +48,7 @@ std::unique_ptr<grpc::Server> BuildServer(grpc::Service* service,
 }
 
 int RunAsInit() {
-  // First: vmmd tells a kernel that never reached init from a slow boot.
+  // First: a console that ends before this line hung in the kernel.
   Console(airlock::kAgentStartedMarker);
   signal(SIGPIPE, SIG_IGN);
   // The egress tunnel's batches are made and freed many times a second.
