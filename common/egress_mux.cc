@@ -53,6 +53,7 @@ struct EgressMux::Stream {
   // From the peer.
   std::string out;         // to write to fd
   size_t out_off = 0;
+  bool write_due = false;  // in unwritten_: data came, not yet written
   uint64_t window = kEgressWindow;  // what the peer may have in flight
   uint64_t in_flight = 0;  // received, not yet credited back
   uint64_t written = 0;    // of in_flight, written to fd
@@ -325,6 +326,18 @@ void EgressMux::DrainCommands() {
     for (const Command& c : batch) queued_bytes_ -= c.bytes;
   }
   for (Command& c : batch) Apply(c);
+  WriteDue();
+}
+
+void EgressMux::WriteDue() {
+  std::vector<uint64_t> ids;
+  ids.swap(unwritten_);
+  for (uint64_t id : ids) {
+    auto it = streams_.find(id);
+    // Ended, or written meanwhile (an eof's write, the socket's room).
+    if (it == streams_.end() || !it->second->write_due) continue;
+    WriteTo(*it->second);
+  }
 }
 
 void EgressMux::Apply(Command& c) {
@@ -382,11 +395,25 @@ void EgressMux::Apply(Command& c) {
         return;
       }
       s.in_flight += f.data().size();
-      // What was written out goes, so the buffer holds at most the window.
-      s.out.erase(0, s.out_off);
-      s.out_off = 0;
-      s.out.append(f.data());
-      WriteTo(s);
+      if (s.out_off == s.out.size()) {
+        // Nothing waits (the local reader keeps up): the frame's bytes
+        // become the buffer, no copy.
+        s.out.swap(*f.mutable_data());
+        s.out_off = 0;
+      } else {
+        // What was written out goes once it is half the buffer: each byte
+        // is moved at most once more, and the buffer holds at most twice
+        // the window (a slow reader's data is not moved per frame).
+        if (s.out_off >= s.out.size() / 2) {
+          s.out.erase(0, s.out_off);
+          s.out_off = 0;
+        }
+        s.out.append(f.data());
+      }
+      if (!s.write_due) {
+        s.write_due = true;
+        unwritten_.push_back(s.id);
+      }
       return;
     case EgressFrame::kEof:
       s.peer_eof = true;
@@ -417,14 +444,16 @@ void EgressMux::ReadFrom(Stream& s) {
   // Until the socket has nothing more (an edge comes with the next
   // bytes), the credit is spent, or the end.
   while (!s.read_done && s.send_credit > 0 && s.held.empty()) {
-    size_t want = std::min<uint64_t>(s.send_credit, kEgressMaxFrame);
-    buf.resize(want);
+    size_t want = std::min<uint64_t>(s.send_credit, kEgressMaxRead);
+    if (buf.size() < want) buf.resize(kEgressMaxRead);
     ssize_t n = read(s.fd, buf.data(), want);
     if (n > 0) {
       if (s.idle.count() > 0) s.last_active = std::chrono::steady_clock::now();
-      EgressFrame f = Frame(s.id);
-      f.set_data(buf.data(), n);
-      Emit(std::move(f));
+      for (size_t off = 0; off < static_cast<size_t>(n); off += kEgressMaxFrame) {
+        EgressFrame f = Frame(s.id);
+        f.set_data(buf.data() + off, std::min<size_t>(n - off, kEgressMaxFrame));
+        Emit(std::move(f));
+      }
       s.send_credit -= n;
       // A short read of a local socket took all the bytes it had; only an
       // end of stream may follow them, and then it was in the edge. TCP
@@ -462,6 +491,7 @@ void EgressMux::ReadFrom(Stream& s) {
 }
 
 void EgressMux::WriteTo(Stream& s) {
+  s.write_due = false;
   while (s.out_off < s.out.size()) {
     ssize_t n = send(s.fd, s.out.data() + s.out_off, s.out.size() - s.out_off, MSG_NOSIGNAL);
     if (n > 0) {

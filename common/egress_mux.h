@@ -57,6 +57,11 @@ inline constexpr uint32_t kEgressMaxWindow = 1024 * 1024;
 inline constexpr uint64_t kEgressWideningBudget = 32 * 1024 * 1024;
 // Largest data frame, and about the largest batch, the mux sends.
 inline constexpr size_t kEgressMaxFrame = 64 * 1024;
+// Largest read of a local socket: what it brings goes out as frames of
+// kEgressMaxFrame. Four frames a read when bytes come faster than the
+// peer takes them (a download), so a read's system call is paid per
+// 256 KiB, not per 64.
+inline constexpr size_t kEgressMaxRead = 256 * 1024;
 inline constexpr size_t kEgressMaxBatch = 1024 * 1024;
 // Bytes of frames waiting for the mux's thread past which the mux takes no
 // more (Deliver and Post return false): a peer that keeps sending while
@@ -156,8 +161,12 @@ class EgressMux {
   // Push queues `c` for the loop; false (an Open's fd reset) when the mux
   // is stopping or the queue is full.
   bool Push(Command c);
-  // DrainCommands applies every queued command (loop thread).
+  // DrainCommands applies every queued command (loop thread), then
+  // writes what the batch's data frames brought (WriteDue).
   void DrainCommands();
+  // WriteDue writes each stream the batch gave data to, once: a batch's
+  // frames of one stream go to its socket in one send, not one each.
+  void WriteDue();
   void Apply(Command& c);
   void ApplyReplace(Command& c);
   // EmitHeld sends what a stream holds for the peer, within its credit.
@@ -197,6 +206,7 @@ class EgressMux {
   bool closed_ = false;
   uint64_t widened_ = 0;      // of kEgressWideningBudget, given to streams
   std::vector<uint64_t> credited_;  // streams with new credit and bytes to read
+  std::vector<uint64_t> unwritten_;  // streams with data to write (WriteDue)
   bool idle_limits_ = false;  // some stream has an idle limit
   std::chrono::milliseconds idle_check_every_{5000};  // at most the least limit
   std::chrono::steady_clock::time_point next_idle_check_;

@@ -358,6 +358,38 @@ TEST(EgressMuxTest, AStalledReaderHoldsOnlyItsWindowAndOthersFlow) {
   for (int fd : {stalled_guest, stalled_host, guest, host}) close(fd);
 }
 
+TEST(EgressMuxTest, AReadOfMoreThanAFrameGoesOutAsFramesOfAtMostTheLargestInOrder) {
+  Recorder rec;
+  EgressMux mux(rec.send());
+  auto [app, carried] = UnixPair();
+  int big = 4 << 20;
+  setsockopt(app, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+  // The whole window is waiting before the mux looks: its reads take up
+  // to kEgressMaxRead at once.
+  const std::string data = Pattern(kEgressWindow, 3);
+  ASSERT_TRUE(WriteAll(app, data));
+  ASSERT_TRUE(mux.Open(1, carried));
+  std::string got;
+  size_t frames = 0;
+  for (int i = 0; i < 400 && got.size() < data.size(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    got.clear();
+    frames = 0;
+    for (const EgressFrame& f : rec.frames()) {
+      if (f.kind_case() != EgressFrame::kData) continue;
+      EXPECT_LE(f.data().size(), kEgressMaxFrame);
+      got += f.data();
+      ++frames;
+    }
+  }
+  // The peer gave no credit back: exactly the first window, nothing past.
+  EXPECT_EQ(got.size(), data.size());
+  EXPECT_TRUE(got == data);
+  EXPECT_GE(frames, kEgressWindow / kEgressMaxFrame);
+  close(app);
+  mux.Stop();
+}
+
 TEST(EgressMuxTest, ResetIsATcpResetOnTheOtherSide) {
   Link link;
   int guest = link.Connect(1);
