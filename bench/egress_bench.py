@@ -13,7 +13,11 @@ proxyd-only case.
                  decided on its own; upstream, proxyd and squid both keep
                  connections between requests):
                  requests/s, latency p50/p99, what the proxy adds to them,
-                 and the proxy's CPU per request.
+                 and the proxy's CPU per request; then both again with one
+                 connection (1c, 1d): with --concurrency connections every
+                 process is busy on a small host and the latencies are
+                 mostly queueing, while one connection at a time shows what
+                 each request's path adds by itself.
   2 HTTPS        GET of the same small body from nginx's TLS port through
                  TLS interception: proxyd (a --method GET --path /** rule
                  on the host) and squid ssl-bump, driven by bench/https_load
@@ -857,10 +861,10 @@ try:
             print("  proxyd column CPU per request (medians): "
                   + ", ".join(f"{k} {share[k] * 1000:.3f} ms" for k in names))
 
-    def measure_wrk(title, close):
+    def measure_wrk(title, close, connections=C):
         measure_runs(title, [
             (col, None if proxy is False else
-             (lambda proxy=proxy: wrk_once(proxy, nginx_plain, close, C, D)), pids)
+             (lambda proxy=proxy: wrk_once(proxy, nginx_plain, close, connections, D)), pids)
             for col, proxy, pids in (("direct", None, None),
                                      ("proxyd", forward_port, proxyd_pids),
                                      ("squid", squid_plain if squid_proc else False, squid_pids))])
@@ -892,6 +896,12 @@ try:
                     f"a new connection per request", True)
         measure_wrk(f"1b. the same with kept-alive connections (each request still decided on "
                     f"its own; upstream, connections kept between requests by both)", False)
+        # With C connections every process of the run is busy on this host's
+        # CPUs, so 1a/1b's latencies are mostly queueing; one connection at
+        # a time shows what each request's path adds by itself.
+        measure_wrk("1c. one connection at a time, a new one per request (no queueing: the "
+                    "latency each request's path adds)", True, 1)
+        measure_wrk("1d. one kept-alive connection", False, 1)
     if "https" in cases:
         if not os.path.exists(args.https_load):
             sys.exit(f"{args.https_load} missing (bazel build //bench:https_load)")

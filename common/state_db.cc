@@ -82,6 +82,15 @@ absl::Status StateDb::Run(absl::string_view sql, const std::vector<SqlValue>& pa
       rc != SQLITE_OK) {
     return Failure(rc, sql);
   }
+  int rc = Step(stmt, params, rows);
+  absl::Status status = absl::OkStatus();
+  if (rc != SQLITE_DONE) status = Failure(rc, sql);
+  sqlite3_finalize(stmt);
+  return status;
+}
+
+int StateDb::Step(sqlite3_stmt* stmt, const std::vector<SqlValue>& params,
+                  std::vector<SqlRow>* rows) {
   for (size_t i = 0; i < params.size(); ++i) {
     int idx = static_cast<int>(i + 1);
     if (std::holds_alternative<int64_t>(params[i])) {
@@ -107,9 +116,44 @@ absl::Status StateDb::Run(absl::string_view sql, const std::vector<SqlValue>& pa
     }
     rows->push_back(std::move(row));
   }
+  return rc;
+}
+
+absl::Status StateDb::ExecAll(const std::vector<SqlStatement>& statements) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr); rc != SQLITE_OK) {
+    return Failure(rc, "BEGIN IMMEDIATE");
+  }
+  sqlite3_stmt* stmt = nullptr;
+  absl::string_view prepared;
   absl::Status status = absl::OkStatus();
-  if (rc != SQLITE_DONE) status = Failure(rc, sql);
+  for (const SqlStatement& st : statements) {
+    if (stmt != nullptr && st.sql == prepared) {
+      sqlite3_reset(stmt);
+      sqlite3_clear_bindings(stmt);
+    } else {
+      sqlite3_finalize(stmt);
+      stmt = nullptr;
+      prepared = st.sql;
+      if (int rc = sqlite3_prepare_v2(db_, st.sql.data(), static_cast<int>(st.sql.size()), &stmt,
+                                      nullptr);
+          rc != SQLITE_OK) {
+        status = Failure(rc, st.sql);
+        break;
+      }
+    }
+    if (int rc = Step(stmt, st.params, nullptr); rc != SQLITE_DONE) {
+      status = Failure(rc, st.sql);
+      break;
+    }
+  }
   sqlite3_finalize(stmt);
+  if (status.ok()) {
+    int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return status;
+    status = Failure(rc, "COMMIT");
+  }
+  sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   return status;
 }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace airlock {
 
@@ -25,6 +26,13 @@ using SqlValue = std::variant<std::nullptr_t, int64_t, std::string>;
 
 // SqlRow is one result row; every column as bytes (NULL reads as "").
 using SqlRow = std::vector<std::string>;
+
+// SqlStatement is one statement and its bound parameters (for ExecAll);
+// `sql` must outlive the call.
+struct SqlStatement {
+  absl::string_view sql;
+  std::vector<SqlValue> params;
+};
 
 // StateDb is a thread-safe handle on one SQLite database.
 class StateDb {
@@ -46,6 +54,13 @@ class StateDb {
   // the statement), so the operator knows which disk to free.
   absl::Status Exec(absl::string_view sql, const std::vector<SqlValue>& params = {});
 
+  // ExecAll runs `statements` in one transaction: all of them or, when
+  // one fails, none (its error is returned). A statement with the SQL
+  // text of the one before reuses its prepared form, so a batch of
+  // inserts is prepared once; no other thread's statement runs in
+  // between (Exec's BEGIN ... COMMIT would let one join).
+  absl::Status ExecAll(const std::vector<SqlStatement>& statements);
+
   // Query runs one statement and returns its rows.
   absl::StatusOr<std::vector<SqlRow>> Query(absl::string_view sql,
                                             const std::vector<SqlValue>& params = {});
@@ -57,6 +72,10 @@ class StateDb {
   StateDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   absl::Status Run(absl::string_view sql, const std::vector<SqlValue>& params,
                    std::vector<SqlRow>* rows);
+  // Step binds `params` to the prepared `stmt` and runs it to its end
+  // (rows kept in `rows` when given); SQLite's result code.
+  static int Step(sqlite3_stmt* stmt, const std::vector<SqlValue>& params,
+                  std::vector<SqlRow>* rows);
   // Failure is the status of a statement that failed with SQLite code `rc`.
   absl::Status Failure(int rc, absl::string_view sql);
 

@@ -90,5 +90,47 @@ TEST(StateDbTest, AFullDiskNamesTheFileAndChangesNothing) {
               }).ok());
 }
 
+TEST(StateDbTest, ExecAllWritesEveryRowInOneTransaction) {
+  auto db = StateDb::Open(DbPath("execall.db"));
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE((*db)->Migrate({"CREATE TABLE t (k TEXT, v INTEGER)"}).ok());
+  std::vector<SqlStatement> batch;
+  for (int64_t i = 0; i < 1000; ++i) {
+    batch.push_back({"INSERT INTO t VALUES (?, ?)", {std::string("row"), i}});
+  }
+  batch.push_back({"DELETE FROM t WHERE v < ?", {int64_t{10}}});
+  batch.push_back({"INSERT INTO t VALUES (?, ?)", {std::string("last"), int64_t{-1}}});
+  ASSERT_TRUE((*db)->ExecAll(batch).ok());
+  auto rows = (*db)->Query("SELECT COUNT(*), SUM(v) FROM t");
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ((*rows)[0][0], "991");
+  // 10 + ... + 999, and the last row's -1.
+  EXPECT_EQ((*rows)[0][1], std::to_string(499500 - 45 - 1));
+}
+
+TEST(StateDbTest, ExecAllWithAFailingStatementChangesNothing) {
+  auto db = StateDb::Open(DbPath("execall-fail.db"));
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE((*db)->Migrate({"CREATE TABLE t (k TEXT NOT NULL)"}).ok());
+  ASSERT_TRUE((*db)->Exec("INSERT INTO t VALUES ('kept')").ok());
+  absl::Status s = (*db)->ExecAll({{"INSERT INTO t VALUES (?)", {std::string("a")}},
+                                   {"INSERT INTO t VALUES (?)", {std::string("b")}},
+                                   {"INSERT INTO t VALUES (?)", {nullptr}},
+                                   {"INSERT INTO t VALUES (?)", {std::string("c")}}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(s.message().find("NOT NULL"), std::string::npos) << s.message();
+  auto rows = (*db)->Query("SELECT k FROM t");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0][0], "kept");
+  // Bad SQL is refused the same way, and the handle still works after.
+  EXPECT_FALSE((*db)->ExecAll({{"INSERT INTO t VALUES ('x')", {}}, {"SELEKT 1", {}}}).ok());
+  EXPECT_TRUE((*db)->ExecAll({{"INSERT INTO t VALUES ('y')", {}}}).ok());
+  rows = (*db)->Query("SELECT k FROM t ORDER BY k");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[1][0], "y");
+}
+
 }  // namespace
 }  // namespace airlock

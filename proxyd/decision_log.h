@@ -44,6 +44,8 @@ class DecisionLog {
   void Writer();
 
   static constexpr size_t kInMemory = 20000;
+  // The writer thread's nice value (see Writer).
+  static constexpr int kWriterNice = 10;
   StateDb* db_;
   std::mutex mu_;
   // Followers (Since) wait on `added_`, woken by a decision only while one
