@@ -51,7 +51,9 @@ struct EgressMux::Stream {
   uint64_t send_credit = kEgressWindow;
   bool read_done = false;  // our eof went out
   // From the peer.
-  std::string out;         // to write to fd
+  // What came for fd: written up to out_off; the written prefix is
+  // dropped once it is half the buffer (see Apply).
+  std::string out;
   size_t out_off = 0;
   bool write_due = false;  // in unwritten_: data came, not yet written
   uint64_t window = kEgressWindow;  // what the peer may have in flight
@@ -449,11 +451,17 @@ void EgressMux::ReadFrom(Stream& s) {
     ssize_t n = read(s.fd, buf.data(), want);
     if (n > 0) {
       if (s.idle.count() > 0) s.last_active = std::chrono::steady_clock::now();
+      // Every frame takes its bytes before the first Emit: an Emit may
+      // send, and a send that waits lets the owner's other fibers run
+      // (proxyd), among them another sandbox's mux, which reads into
+      // this same thread's buffer.
+      EgressFrame frames[kEgressMaxRead / kEgressMaxFrame];
+      size_t count = 0;
       for (size_t off = 0; off < static_cast<size_t>(n); off += kEgressMaxFrame) {
-        EgressFrame f = Frame(s.id);
-        f.set_data(buf.data() + off, std::min<size_t>(n - off, kEgressMaxFrame));
-        Emit(std::move(f));
+        frames[count] = Frame(s.id);
+        frames[count++].set_data(buf.data() + off, std::min<size_t>(n - off, kEgressMaxFrame));
       }
+      for (size_t i = 0; i < count; ++i) Emit(std::move(frames[i]));
       s.send_credit -= n;
       // A short read of a local socket took all the bytes it had; only an
       // end of stream may follow them, and then it was in the edge. TCP
@@ -571,7 +579,23 @@ void EgressMux::Forget(std::map<uint64_t, std::unique_ptr<Stream>>::iterator it)
 void EgressMux::Abort(uint64_t id, bool tell_peer) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
-  CloseWithReset(it->second->fd);  // also leaves the epoll set
+  Stream& s = *it->second;
+  // Bytes that came before the reset in the same batch go to the socket
+  // first, as when each frame was written on arrival: an app reads what
+  // was queued before it sees the reset. As much as the socket takes now.
+  if (s.write_due) {
+    while (s.out_off < s.out.size()) {
+      ssize_t n = send(s.fd, s.out.data() + s.out_off, s.out.size() - s.out_off, MSG_NOSIGNAL);
+      if (n > 0) {
+        s.out_off += n;
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        break;
+      }
+    }
+  }
+  CloseWithReset(s.fd);  // also leaves the epoll set
   Forget(it);
   if (tell_peer && !closed_) {
     EgressFrame f = Frame(id);

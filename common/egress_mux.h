@@ -51,7 +51,10 @@ namespace airlock {
 // stream whose local reader takes what comes (a wide window needs fewer
 // credits, and every credit is a wake-up on both sides). The widening a
 // mux gives all its streams together is bounded, so what a peer can make
-// it hold is at most kEgressWindow per stream plus kEgressWideningBudget.
+// it hold is at most kEgressWindow per stream plus kEgressWideningBudget
+// (in buffers of up to twice that: a stream's buffer keeps the bytes
+// already written out until they are half of it, so each byte is moved
+// at most once more).
 inline constexpr uint32_t kEgressWindow = 256 * 1024;
 inline constexpr uint32_t kEgressMaxWindow = 1024 * 1024;
 inline constexpr uint64_t kEgressWideningBudget = 32 * 1024 * 1024;

@@ -390,6 +390,40 @@ TEST(EgressMuxTest, AReadOfMoreThanAFrameGoesOutAsFramesOfAtMostTheLargestInOrde
   mux.Stop();
 }
 
+TEST(EgressMuxTest, BytesThatCameBeforeAResetInOneBatchAreReadBeforeTheReset) {
+  // The loop starts only once the open, the data and the reset are all
+  // queued, so one turn applies them together.
+  std::function<void()> loop;
+  EgressMuxRunner runner;
+  runner.start = [&loop](std::function<void()> fn) {
+    loop = std::move(fn);
+    return true;
+  };
+  runner.wait = [](int fd, int timeout_ms) {
+    pollfd p = {fd, POLLIN, 0};
+    poll(&p, 1, timeout_ms);
+  };
+  Recorder rec;
+  EgressMux mux(rec.send(), kEgressWindow, runner);
+  auto [app, carried] = TcpPair();
+  ASSERT_TRUE(mux.Open(1, carried));
+  EgressFrame data;
+  data.set_id(1);
+  data.set_data("the answer");
+  ASSERT_TRUE(mux.Deliver(data));
+  EgressFrame reset;
+  reset.set_id(1);
+  reset.set_reset(true);
+  ASSERT_TRUE(mux.Deliver(reset));
+  std::thread t(loop);
+  int error = 0;
+  EXPECT_EQ(ReadAll(app, &error), "the answer");
+  EXPECT_EQ(error, ECONNRESET);
+  mux.Stop();
+  t.join();
+  close(app);
+}
+
 TEST(EgressMuxTest, ResetIsATcpResetOnTheOtherSide) {
   Link link;
   int guest = link.Connect(1);

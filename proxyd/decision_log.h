@@ -44,7 +44,7 @@ class DecisionLog {
   void Writer();
 
   static constexpr size_t kInMemory = 20000;
-  // The writer thread's nice value (see Writer).
+  // How many nice levels the writer thread runs below proxyd (see Writer).
   static constexpr int kWriterNice = 10;
   StateDb* db_;
   std::mutex mu_;

@@ -1,6 +1,7 @@
 // A sandbox's egress mux and transport as proxyd runs them: the mux's loop
 // a fiber (EgressMuxRunner), the transport's waits through Poll, on the
 // loop of the connections' handlers.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -220,6 +223,108 @@ TEST(MuxOnFibersTest, StopEndsAMuxParkedInASendThePeerDoesNotRead) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(20));
   for (int fd : apps) close(fd);
   close(tunnel[1]);
+}
+
+// Pattern is `n` bytes that differ from stream to stream (`seed`).
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed * 7 + i / 4096) & 0xff);
+  return s;
+}
+
+TEST(MuxOnFibersTest, TwoSandboxesMuxesOnOneLoopNeverMixTheirBytes) {
+  // Two sandboxes' muxes on one loop. A's first send waits (its fiber
+  // parked) in the middle of a turn that still has bytes of a read to
+  // send; B reads meanwhile. Each frame of A must carry A's bytes.
+  FiberLoops loops(1, 1);
+  int release[2];
+  ASSERT_EQ(pipe2(release, O_CLOEXEC | O_NONBLOCK), 0);
+  std::mutex mu;
+  std::map<uint64_t, std::string> a_got, b_got;
+  std::atomic<bool> a_waiting{false};
+  auto record = [&mu](std::map<uint64_t, std::string>* into, const EgressFrames& batch) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& f : batch.frames()) (*into)[f.id()] += f.data();
+  };
+  auto a = std::make_shared<EgressMux>(
+      [&](const EgressFrames& batch) {
+        record(&a_got, batch);
+        if (!a_waiting.exchange(true)) {
+          pollfd p = {release[0], POLLIN, 0};
+          Poll(&p, 1, 10000);
+        }
+        return true;
+      },
+      kEgressWindow, MuxRunnerOn(&loops, 0));
+  auto b = std::make_shared<EgressMux>(
+      [&](const EgressFrames& batch) {
+        record(&b_got, batch);
+        return true;
+      },
+      kEgressWindow, MuxRunnerOn(&loops, 0));
+  // Six streams of 200 KiB (under the first window, so one read each):
+  // the batch fills (kEgressMaxBatch) at the first frame of the sixth
+  // read, with three more frames of that read to come.
+  const size_t kEach = 200 * 1024;
+  // The loop is held (a fiber that does not yield) until all six are
+  // open, so A's mux reads them in one turn.
+  std::atomic<bool> opened{false};
+  ASSERT_TRUE(loops.SpawnOn(0, [&] {
+    while (!opened) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }));
+  std::vector<int> apps;
+  for (uint64_t id = 1; id <= 6; ++id) {
+    int sp[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+    int big = 4 << 20;
+    setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+    std::string data = Pattern(kEach, static_cast<int>(id));
+    ASSERT_EQ(send(sp[0], data.data(), data.size(), MSG_NOSIGNAL), static_cast<ssize_t>(kEach));
+    apps.push_back(sp[0]);
+    ASSERT_TRUE(a->Open(id, sp[1]));
+  }
+  opened = true;
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!a_waiting && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(a_waiting.load());
+  // B reads its stream while A is parked.
+  int bp[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, bp), 0);
+  int big = 4 << 20;
+  setsockopt(bp[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+  const std::string b_data = Pattern(kEach, 99);
+  ASSERT_EQ(send(bp[0], b_data.data(), b_data.size(), MSG_NOSIGNAL), static_cast<ssize_t>(kEach));
+  ASSERT_TRUE(b->Open(9, bp[1]));
+  auto size_of = [&mu](std::map<uint64_t, std::string>* m) {
+    std::lock_guard<std::mutex> lock(mu);
+    size_t n = 0;
+    for (const auto& [id, d] : *m) n += d.size();
+    return n;
+  };
+  while (size_of(&b_got) < kEach && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(size_of(&b_got), kEach);
+  ASSERT_EQ(write(release[1], "x", 1), 1);
+  while (size_of(&a_got) < 6 * kEach && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (uint64_t id = 1; id <= 6; ++id) {
+      EXPECT_TRUE(a_got[id] == Pattern(kEach, static_cast<int>(id))) << "stream " << id;
+    }
+    EXPECT_TRUE(b_got[9] == b_data);
+  }
+  a->Stop();
+  b->Stop();
+  loops.Stop();
+  for (int fd : apps) close(fd);
+  close(bp[0]);
+  close(release[0]);
+  close(release[1]);
 }
 
 }  // namespace
