@@ -498,8 +498,7 @@ void EgressMux::ReadFrom(Stream& s) {
   }
 }
 
-void EgressMux::WriteTo(Stream& s) {
-  s.write_due = false;
+bool EgressMux::SendOut(Stream& s) {
   while (s.out_off < s.out.size()) {
     ssize_t n = send(s.fd, s.out.data() + s.out_off, s.out.size() - s.out_off, MSG_NOSIGNAL);
     if (n > 0) {
@@ -512,7 +511,14 @@ void EgressMux::WriteTo(Stream& s) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) break;
+    return n < 0 && errno == EAGAIN;
+  }
+  return true;
+}
+
+void EgressMux::WriteTo(Stream& s) {
+  s.write_due = false;
+  if (!SendOut(s)) {
     Abort(s.id, true);
     return;
   }
@@ -583,18 +589,7 @@ void EgressMux::Abort(uint64_t id, bool tell_peer) {
   // Bytes that came before the reset in the same batch go to the socket
   // first, as when each frame was written on arrival: an app reads what
   // was queued before it sees the reset. As much as the socket takes now.
-  if (s.write_due) {
-    while (s.out_off < s.out.size()) {
-      ssize_t n = send(s.fd, s.out.data() + s.out_off, s.out.size() - s.out_off, MSG_NOSIGNAL);
-      if (n > 0) {
-        s.out_off += n;
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else {
-        break;
-      }
-    }
-  }
+  if (s.write_due) (void)SendOut(s);
   CloseWithReset(s.fd);  // also leaves the epoll set
   Forget(it);
   if (tell_peer && !closed_) {

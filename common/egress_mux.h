@@ -182,6 +182,9 @@ class EgressMux {
   // applies the commands queued since, which would overtake the rest.
   void ReadFrom(Stream& s);
   void WriteTo(Stream& s);
+  // SendOut writes what `s` holds for its socket, as much as the socket
+  // takes now; false when the socket failed (not merely full).
+  bool SendOut(Stream& s);
   // Finish closes a stream when both directions are done.
   void MaybeFinish(uint64_t id);
   // Abort closes the local socket with a reset; `tell_peer` sends a reset.
