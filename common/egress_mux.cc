@@ -37,6 +37,9 @@ EgressFrame Frame(uint64_t id) {
 struct EgressMux::Stream {
   uint64_t id = 0;
   int fd = -1;
+  // Or, for an owner in this process, its pipe (fd is -1).
+  std::shared_ptr<EgressPipe> pipe;
+  bool piped = false;  // in piped_: its owner did something
   // In the epoll set, edge-triggered for both directions once and for
   // all (no epoll_ctl as credit comes and goes). What the edges said:
   // bytes (or an end) may be waiting to be read; the socket hung up
@@ -148,17 +151,12 @@ void EgressMux::Stop() {
   });
 }
 
-namespace {
-
-// Refuse drops a command the loop will never apply: its sockets reset and
-// closed, its end run.
-void Refuse(int fd, int pair_end, std::function<void()> done) {
-  if (fd >= 0) CloseWithReset(fd);
-  if (pair_end >= 0) close(pair_end);
-  if (done) done();
+void EgressMux::Refuse(Command& c) {
+  if (c.fd >= 0) CloseWithReset(c.fd);
+  if (c.pair_end >= 0) close(c.pair_end);
+  if (c.pipe) c.pipe->End();
+  if (c.done) c.done();
 }
-
-}  // namespace
 
 bool EgressMux::Push(Command c) {
   bool wake;
@@ -168,9 +166,7 @@ bool EgressMux::Push(Command c) {
     // reset here, never left in a queue no one drains.
     if (stopping_ || queued_bytes_ > kEgressMaxQueued) {
       lock.unlock();
-      if (c.kind == Command::kOpen || c.kind == Command::kReplace) {
-        Refuse(c.fd, c.pair_end, std::move(c.done));
-      }
+      if (c.kind == Command::kOpen || c.kind == Command::kReplace) Refuse(c);
       return false;
     }
     // What it holds in memory: the frame's bytes and the command itself.
@@ -196,6 +192,23 @@ bool EgressMux::Open(uint64_t id, int fd, const EgressFrame* announce) {
     c.announce = true;
   }
   return Push(std::move(c));
+}
+
+std::shared_ptr<EgressPipe> EgressMux::OpenPipe(uint64_t id) {
+  auto pipe = std::make_shared<EgressPipe>();
+  // Before the open is queued: what the owner does at once is told after
+  // it. The notice's command is refused (the pipe ended) once the mux
+  // stops, so it never outlives the mux.
+  pipe->Attach([this, id] {
+    Command c{Command::kPipe};
+    c.id = id;
+    Push(std::move(c));
+  });
+  Command c{Command::kOpen};
+  c.id = id;
+  c.pipe = pipe;
+  Push(std::move(c));
+  return pipe;
 }
 
 bool EgressMux::Replace(uint64_t id, int pair_end, int fd, std::function<void()> done,
@@ -285,12 +298,19 @@ void EgressMux::Loop() {
       if (it->second->readable) ReadFrom(*it->second);
       MaybeFinish(id);
     }
+    while (!piped_.empty()) {
+      std::vector<uint64_t> ids;
+      ids.swap(piped_);
+      for (uint64_t id : ids) Piped(id);
+    }
     while (!credited_.empty()) {
       std::vector<uint64_t> ids;
       ids.swap(credited_);
       for (uint64_t id : ids) {
         auto it = streams_.find(id);
-        if (it != streams_.end() && it->second->readable) ReadFrom(*it->second);
+        if (it != streams_.end() && (it->second->readable || it->second->pipe)) {
+          ReadFrom(*it->second);
+        }
       }
     }
     Flush();
@@ -304,7 +324,13 @@ void EgressMux::Loop() {
     count_ = streams_.size();
   }
   // Stopping: every stream ends here, with nothing more sent.
-  for (auto& [id, s] : streams_) CloseWithReset(s->fd);
+  for (auto& [id, s] : streams_) {
+    if (s->pipe) {
+      s->pipe->End();
+    } else {
+      CloseWithReset(s->fd);
+    }
+  }
   streams_.clear();
   std::deque<Command> batch;
   {
@@ -312,9 +338,7 @@ void EgressMux::Loop() {
     batch.swap(commands_);
   }
   for (Command& c : batch) {
-    if (c.kind == Command::kOpen || c.kind == Command::kReplace) {
-      Refuse(c.fd, c.pair_end, std::move(c.done));
-    }
+    if (c.kind == Command::kOpen || c.kind == Command::kReplace) Refuse(c);
   }
   std::lock_guard<std::mutex> lock(count_mu_);
   count_ = 0;
@@ -346,17 +370,26 @@ void EgressMux::Apply(Command& c) {
   switch (c.kind) {
     case Command::kOpen: {
       if (closed_ || c.id == 0 || streams_.count(c.id) != 0) {
-        CloseWithReset(c.fd);
+        Refuse(c);
         return;
       }
-      SetNonBlocking(c.fd);
       auto s = std::make_unique<Stream>();
       s->id = c.id;
       s->fd = c.fd;
+      s->pipe = std::move(c.pipe);
       Stream& ref = *s;
       streams_[c.id] = std::move(s);
       if (c.announce) Emit(std::move(c.frame));
+      if (ref.pipe) return;
+      SetNonBlocking(c.fd);
       Register(ref);
+      return;
+    }
+    case Command::kPipe: {
+      auto it = streams_.find(c.id);
+      if (it == streams_.end() || !it->second->pipe || it->second->piped) return;
+      it->second->piped = true;
+      piped_.push_back(c.id);
       return;
     }
     case Command::kReplace:
@@ -397,6 +430,10 @@ void EgressMux::Apply(Command& c) {
         return;
       }
       s.in_flight += f.data().size();
+      if (s.pipe) {
+        s.pipe->Deliver(std::move(*f.mutable_data()));
+        return;
+      }
       if (s.out_off == s.out.size()) {
         // Nothing waits (the local reader keeps up): the frame's bytes
         // become the buffer, no copy.
@@ -419,6 +456,13 @@ void EgressMux::Apply(Command& c) {
       return;
     case EgressFrame::kEof:
       s.peer_eof = true;
+      if (s.pipe) {
+        // In order after the bytes: the pipe holds both.
+        s.pipe->PeerEof();
+        s.shut_wr = true;
+        MaybeFinish(s.id);
+        return;
+      }
       WriteTo(s);
       return;
     case EgressFrame::kReset:
@@ -434,7 +478,7 @@ void EgressMux::Apply(Command& c) {
       // Read after the commands, never among them: a read that meets the
       // end applies the commands queued since (DrainCommands), which must
       // not overtake the rest of this batch.
-      if (s.readable) credited_.push_back(s.id);
+      if (s.readable || s.pipe) credited_.push_back(s.id);
       return;
     default:
       return;
@@ -442,6 +486,10 @@ void EgressMux::Apply(Command& c) {
 }
 
 void EgressMux::ReadFrom(Stream& s) {
+  if (s.pipe) {
+    ReadPipe(s);
+    return;
+  }
   static thread_local std::string buf;
   // Until the socket has nothing more (an edge comes with the next
   // bytes), the credit is spent, or the end.
@@ -526,6 +574,15 @@ void EgressMux::WriteTo(Stream& s) {
     s.out.clear();
     s.out_off = 0;
   }
+  Credit(s);
+  if (s.out.empty() && s.peer_eof && !s.shut_wr) {
+    shutdown(s.fd, SHUT_WR);
+    s.shut_wr = true;
+  }
+  MaybeFinish(s.id);
+}
+
+void EgressMux::Credit(Stream& s) {
   // What was written out is credited back in steps of a quarter of the
   // window: the sender always has at least 3/4 of it (no stall, few
   // frames).
@@ -547,11 +604,58 @@ void EgressMux::WriteTo(Stream& s) {
     s.in_flight -= s.written;
     s.written = 0;
   }
-  if (s.out.empty() && s.peer_eof && !s.shut_wr) {
-    shutdown(s.fd, SHUT_WR);
-    s.shut_wr = true;
+}
+
+void EgressMux::Piped(uint64_t id) {
+  auto it = streams_.find(id);
+  if (it == streams_.end() || !it->second->pipe) return;
+  Stream& s = *it->second;
+  s.piped = false;
+  s.written += s.pipe->Look();
+  Credit(s);
+  ReadPipe(s);
+  MaybeFinish(id);
+}
+
+void EgressMux::ReadPipe(Stream& s) {
+  // Like a socket's read (ReadFrom), but the bytes are taken from the
+  // pipe: a frame of up to kEgressMaxFrame takes the pipe's buffer whole
+  // when that is all there is.
+  std::string took;
+  while (!s.read_done && s.held.empty()) {
+    bool ended = false;
+    size_t want = std::min<uint64_t>(s.send_credit, kEgressMaxRead);
+    s.pipe->Take(want, &took, &ended);
+    if (!took.empty()) {
+      if (s.idle.count() > 0) s.last_active = std::chrono::steady_clock::now();
+      s.send_credit -= took.size();
+      // As in ReadFrom: every frame has its bytes before the first Emit.
+      EgressFrame frames[kEgressMaxRead / kEgressMaxFrame];
+      size_t count = 0;
+      if (took.size() <= kEgressMaxFrame) {
+        frames[count] = Frame(s.id);
+        frames[count++].mutable_data()->swap(took);
+      } else {
+        for (size_t off = 0; off < took.size(); off += kEgressMaxFrame) {
+          frames[count] = Frame(s.id);
+          frames[count++].set_data(took.data() + off,
+                                   std::min<size_t>(took.size() - off, kEgressMaxFrame));
+        }
+      }
+      for (size_t i = 0; i < count; ++i) Emit(std::move(frames[i]));
+    }
+    if (ended) {
+      EgressFrame f = Frame(s.id);
+      f.set_eof(true);
+      Emit(std::move(f));
+      s.read_done = true;
+      MaybeFinish(s.id);  // may end `s`
+      return;
+    }
+    // Nothing more now, or the credit is spent (the peer's window frame
+    // reads again).
+    if (took.empty() || s.send_credit == 0) return;
   }
-  MaybeFinish(s.id);
 }
 
 void EgressMux::MaybeFinish(uint64_t id) {
@@ -559,6 +663,14 @@ void EgressMux::MaybeFinish(uint64_t id) {
   if (it == streams_.end()) return;
   Stream& s = *it->second;
   if (!s.read_done) return;
+  if (s.pipe) {
+    // The owner's end went out; done once the peer's reached the pipe
+    // (the owner reads the rest from there) or the owner is gone.
+    if (!s.shut_wr && !s.pipe->OwnerGone()) return;
+    s.pipe->Attach(nullptr);
+    Forget(it);
+    return;
+  }
   if (s.shut_wr) {
     close(s.fd);  // both ways done: a clean close
     Forget(it);
@@ -586,11 +698,16 @@ void EgressMux::Abort(uint64_t id, bool tell_peer) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   Stream& s = *it->second;
-  // Bytes that came before the reset in the same batch go to the socket
-  // first, as when each frame was written on arrival: an app reads what
-  // was queued before it sees the reset. As much as the socket takes now.
-  if (s.write_due) (void)SendOut(s);
-  CloseWithReset(s.fd);  // also leaves the epoll set
+  if (s.pipe) {
+    // The owner reads what came before, then the end.
+    s.pipe->End();
+  } else {
+    // Bytes that came before the reset in the same batch go to the socket
+    // first, as when each frame was written on arrival: an app reads what
+    // was queued before it sees the reset. As much as the socket takes now.
+    if (s.write_due) (void)SendOut(s);
+    CloseWithReset(s.fd);  // also leaves the epoll set
+  }
   Forget(it);
   if (tell_peer && !closed_) {
     EgressFrame f = Frame(id);
@@ -629,17 +746,61 @@ void EgressMux::Flush() {
 void EgressMux::ApplyReplace(Command& c) {
   auto it = streams_.find(c.id);
   if (closed_ || it == streams_.end()) {
-    Refuse(c.fd, c.pair_end, std::move(c.done));
+    Refuse(c);
     return;
   }
   Stream& s = *it->second;
-  if (s.done) {
-    // Handed over already: this Replace is not about the socket pair the
-    // stream carries (its owner never held it).
-    Refuse(c.fd, c.pair_end, std::move(c.done));
+  if (s.done || (!s.pipe && c.pair_end < 0)) {
+    // Handed over already: this Replace is not about the pipe or socket
+    // pair the stream carries (its owner never held it).
+    Refuse(c);
     return;
   }
-  SetNonBlocking(c.pair_end);
+  // `unread`: what came for the owner that it did not read, which goes to
+  // fd first. What the owner wrote that the mux did not take goes to the
+  // peer first (held).
+  std::string unread;
+  if (s.pipe) {
+    std::string unsent;
+    s.pipe->Detach(&unread, &unsent);
+    s.pipe.reset();
+    s.piped = false;
+    if (!s.read_done) s.held = std::move(unsent);
+    // Bytes in a pipe count as written once the owner reads them: these
+    // count when fd takes them.
+    s.counted = 0;
+  } else {
+    DrainPair(s, c.pair_end, &unread);
+    // Counted as written when they went into the pair.
+    s.counted = unread.size();
+  }
+  SetNonBlocking(c.fd);
+  s.fd = c.fd;
+  s.registered = false;
+  s.readable = false;
+  s.ends = false;
+  s.hung_up = false;
+  s.failed = false;
+  s.out = unread + s.out.substr(s.out_off);
+  s.out_off = 0;
+  // The peer's end of stream went into the pair or pipe; it goes to fd
+  // once out is written.
+  s.shut_wr = false;
+  s.done = std::move(c.done);
+  s.idle = c.idle;
+  s.last_active = std::chrono::steady_clock::now();
+  if (s.idle.count() > 0) {
+    idle_check_every_ = std::min(idle_check_every_, s.idle);
+    if (!idle_limits_) next_idle_check_ = s.last_active + idle_check_every_;
+    idle_limits_ = true;
+  }
+  EmitHeld(s);
+  Register(s);
+  if (streams_.count(c.id) != 0) WriteTo(s);
+}
+
+void EgressMux::DrainPair(Stream& s, int pair_end, std::string* unread) {
+  SetNonBlocking(pair_end);
   // What the owner wrote before handing over is all in the mux's end now
   // (a socket pair's write lands in the other end at once), and what the
   // mux wrote that the owner did not read is all in the owner's end.
@@ -654,35 +815,10 @@ void EgressMux::ApplyReplace(Command& c) {
     }
   };
   if (!s.read_done) drain(s.fd, &s.held);
-  std::string unread;
-  drain(c.pair_end, &unread);
+  drain(pair_end, unread);
   if (s.registered) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
   close(s.fd);
-  close(c.pair_end);
-  SetNonBlocking(c.fd);
-  s.fd = c.fd;
-  s.registered = false;
-  s.readable = false;
-  s.ends = false;
-  s.hung_up = false;
-  s.failed = false;
-  s.out = unread + s.out.substr(s.out_off);
-  s.out_off = 0;
-  s.counted = unread.size();
-  // The peer's end of stream went into the pair; it goes to fd once out
-  // is written.
-  s.shut_wr = false;
-  s.done = std::move(c.done);
-  s.idle = c.idle;
-  s.last_active = std::chrono::steady_clock::now();
-  if (s.idle.count() > 0) {
-    idle_check_every_ = std::min(idle_check_every_, s.idle);
-    if (!idle_limits_) next_idle_check_ = s.last_active + idle_check_every_;
-    idle_limits_ = true;
-  }
-  EmitHeld(s);
-  Register(s);
-  if (streams_.count(c.id) != 0) WriteTo(s);
+  close(pair_end);
 }
 
 void EgressMux::EmitHeld(Stream& s) {

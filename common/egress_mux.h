@@ -1,8 +1,8 @@
 // EgressMux carries many byte streams over one ordered message transport:
 // the sandbox's egress tunnel (common/egress_transport.h), where every
 // guest connection is a stream. Both ends use it: the guest agent with the
-// guest's sockets, proxyd with one end of a socket pair per connection
-// (its handler works on the other end like on a socket).
+// guest's sockets, proxyd with an EgressPipe per connection (its handler
+// reads and writes it like a socket; the bytes stay in memory).
 //
 // What it holds:
 // - Flow control per stream: each side sends at most its window (from
@@ -25,8 +25,8 @@
 //   order.
 // Where it stops: it does not decide anything. Which streams are opened,
 // and what runs on them, is its owner's call. A reset closes the local
-// socket with SO_LINGER 0: a TCP reset on the guest's sockets, but on
-// proxyd's socket pairs a plain close (the handler sees an end of stream).
+// socket with SO_LINGER 0: a TCP reset on the guest's sockets, but to
+// proxyd's handlers an end of stream (a pipe's, or a socket pair's close).
 #ifndef AIRLOCK_COMMON_EGRESS_MUX_H_
 #define AIRLOCK_COMMON_EGRESS_MUX_H_
 
@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/egress_pipe.h"
 #include "protos/agent/v1/agent.pb.h"
 
 namespace airlock {
@@ -108,13 +109,20 @@ class EgressMux {
   // False, with `fd` reset and closed, when the mux is stopped or closed
   // or `id` is in use.
   bool Open(uint64_t id, int fd, const agent::v1::EgressFrame* announce = nullptr);
+  // OpenPipe carries stream `id` to an owner in this process: the pipe
+  // it returns is the owner's end (egress_pipe.h). The owner's wake runs
+  // on the mux's thread. When the mux is stopped or closed, or `id` is in
+  // use, the pipe it returns has ended (its Read says 0).
+  std::shared_ptr<EgressPipe> OpenPipe(uint64_t id);
   // Replace carries the connected socket `fd` as stream `id` in place of
   // the socket pair it carried so far, `pair_end` being the other end of
   // that pair (its owner's): bytes written to `pair_end` before the call
   // reach the peer first, and bytes the mux wrote to the pair that were
   // not read from `pair_end` reach `fd` first. The owner must not have
   // ended its writing (no shutdown of `pair_end`). Both descriptors are
-  // the mux's from the call on. `done` runs once, on the mux's thread,
+  // the mux's from the call on. A stream opened with OpenPipe passes
+  // `pair_end` -1: its pipe's unread bytes are kept the same way, and the
+  // owner makes no call on the pipe after this one. `done` runs once, on the mux's thread,
   // when the stream has ended; a stream idle (no byte either way) for
   // `idle` is reset. When `id` is not carried (it ended) both are closed
   // and `done` runs; when the mux is stopped, that happens in this call,
@@ -147,9 +155,11 @@ class EgressMux {
  private:
   struct Stream;
   struct Command {
-    enum Kind { kOpen, kReplace, kReset, kPost, kDeliver, kClose } kind;
+    // kPipe: the owner of stream `id`'s pipe wrote, read or ended.
+    enum Kind { kOpen, kReplace, kReset, kPost, kDeliver, kClose, kPipe } kind;
     uint64_t id = 0;
     int fd = -1;
+    std::shared_ptr<EgressPipe> pipe;  // kOpen of a pipe
     // kReplace: the owner's end of the pair, what runs at the end, and
     // the idle limit.
     int pair_end = -1;
@@ -161,6 +171,12 @@ class EgressMux {
   };
 
   void Loop();
+  // Refuse drops a command the loop will never apply: its sockets reset
+  // and closed, its pipe ended, its end run.
+  static void Refuse(Command& c);
+  // Piped handles what a pipe's owner did (kPipe): credit for what it
+  // read, its bytes and end for the peer, its close.
+  void Piped(uint64_t id);
   // Push queues `c` for the loop; false (an Open's fd reset) when the mux
   // is stopping or the queue is full.
   bool Push(Command c);
@@ -172,6 +188,10 @@ class EgressMux {
   void WriteDue();
   void Apply(Command& c);
   void ApplyReplace(Command& c);
+  // DrainPair moves what is in the socket pair a Replace ends: the
+  // owner's unsent bytes to s.held, the ones it did not read to `unread`,
+  // and closes both ends.
+  void DrainPair(Stream& s, int pair_end, std::string* unread);
   // EmitHeld sends what a stream holds for the peer, within its credit.
   void EmitHeld(Stream& s);
   // ResetIdle resets the streams idle past their limit (every few
@@ -181,7 +201,13 @@ class EgressMux {
   // called while DrainCommands applies a batch: at an end of stream it
   // applies the commands queued since, which would overtake the rest.
   void ReadFrom(Stream& s);
+  // ReadPipe takes what a pipe's owner wrote, within the credit, and its
+  // end of stream.
+  void ReadPipe(Stream& s);
   void WriteTo(Stream& s);
+  // Credit gives the peer back what was written out (or read from a
+  // pipe), in steps of a quarter of the window.
+  void Credit(Stream& s);
   // SendOut writes what `s` holds for its socket, as much as the socket
   // takes now; false when the socket failed (not merely full).
   bool SendOut(Stream& s);
@@ -213,6 +239,7 @@ class EgressMux {
   uint64_t widened_ = 0;      // of kEgressWideningBudget, given to streams
   std::vector<uint64_t> credited_;  // streams with new credit and bytes to read
   std::vector<uint64_t> unwritten_;  // streams with data to write (WriteDue)
+  std::vector<uint64_t> piped_;  // pipes whose owner did something (kPipe)
   bool idle_limits_ = false;  // some stream has an idle limit
   std::chrono::milliseconds idle_check_every_{5000};  // at most the least limit
   std::chrono::steady_clock::time_point next_idle_check_;

@@ -50,12 +50,12 @@ namespace pb = airlock::proxy::v1;
 inline constexpr auto kUpstreamConnectTimeout = std::chrono::seconds(15);
 
 // GuestConnection is one guest connection as its handler holds it: its
-// end of the socket pair the mux carries, and the connection's stream
-// there, so that a connection left only to copy bytes is handed to the mux
-// (Carry) and the handler ends.
+// end of the pipe the mux carries, and the connection's stream there, so
+// that a connection left only to copy bytes is handed to the mux (Carry)
+// and the handler ends.
 struct GuestConnection {
-  GuestConnection(int fd, SocketSet* sockets, std::shared_ptr<EgressMux> mux, uint64_t id)
-      : client(fd, sockets), mux(std::move(mux)), id(id) {}
+  GuestConnection(std::shared_ptr<EgressPipe> pipe, std::shared_ptr<EgressMux> mux, uint64_t id)
+      : client(std::move(pipe)), mux(std::move(mux)), id(id) {}
   Stream client;
   std::shared_ptr<EgressMux> mux;
   uint64_t id;
@@ -147,10 +147,10 @@ struct Attachment::State : ExchangePeers, std::enable_shared_from_this<Attachmen
   // or resets it (over a cap).
   void Accept(const std::shared_ptr<EgressMux>& mux, uint64_t id,
               const agentpb::EgressConnection& c);
-  // Serve decides and carries one guest connection, `fd` its end of the
-  // pair the mux carries.
+  // Serve decides and carries one guest connection, `pipe` its end of
+  // the stream the mux carries.
   void Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id,
-             const agentpb::EgressConnection& c, int fd);
+             const agentpb::EgressConnection& c, std::shared_ptr<EgressPipe> pipe);
   // EndConnection forgets stream `id`'s connection, giving its slot of
   // the caps back when it took one.
   void EndConnection(const EgressMux* mux, uint64_t id, bool release_slot);

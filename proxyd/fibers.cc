@@ -587,22 +587,27 @@ void Yield() {
 
 void Waker::Wait(int fd, int timeout_ms) {
   pollfd p = {fd, POLLIN, 0};
+  Poll(&p, 1, timeout_ms);
+}
+
+int Waker::Poll(pollfd* fds, nfds_t n, int timeout_ms) {
   FiberLoops::Loop* mine = loop_.load();
   // One loop's: a fiber of another loop (or a plain thread) only waits
-  // for the descriptor.
+  // for the descriptors.
   if (t_fiber == nullptr || waiting_ != nullptr || (mine != nullptr && mine != t_loop)) {
-    Poll(&p, 1, timeout_ms);
-    return;
+    return proxyd::Poll(fds, n, timeout_ms);
   }
   loop_.store(t_loop);
   if (woken_) {
     woken_ = false;
-    return;
+    for (nfds_t i = 0; i < n; ++i) fds[i].revents = 0;
+    return 0;
   }
   waiting_ = t_fiber;
-  t_loop->Wait(t_fiber, &p, 1, timeout_ms);
+  int ready = t_loop->Wait(t_fiber, fds, n, timeout_ms);
   waiting_ = nullptr;
   woken_ = false;
+  return ready;
 }
 
 bool Waker::Wake() {

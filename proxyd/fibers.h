@@ -154,6 +154,10 @@ class Waker {
   // Wait is Poll for `fd` readable, up to `timeout_ms`, ending early at a
   // Wake (also one made since the last Wait).
   void Wait(int fd, int timeout_ms);
+  // Poll is Poll (above) for `fds` (none: only the Wake or the time
+  // limit), ending early at a Wake as Wait does: what it returns counts
+  // the descriptors ready (0 after a Wake).
+  int Poll(pollfd* fds, nfds_t n, int timeout_ms);
   // Wake ends the wait from a fiber of the waiter's loop; false (nothing
   // done) from elsewhere, or before anything waited.
   bool Wake();

@@ -6,15 +6,74 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/bio.h>
 #include <openssl/err.h>
+
+#include <algorithm>
 
 #include "proxyd/fibers.h"
 #include "proxyd/http.h"
 
 namespace airlock::proxyd {
 
+namespace {
+
+// A BIO over a guest connection's pipe, for TLS with the sandbox's client:
+// reads and writes that would wait say "retry", and the session's caller
+// waits through Stream::Wait.
+int PipeBioWrite(BIO* b, const char* data, int len) {
+  BIO_clear_retry_flags(b);
+  auto* pipe = static_cast<EgressPipe*>(BIO_get_data(b));
+  ssize_t r = pipe->Write(data, static_cast<size_t>(len));
+  if (r >= 0) return static_cast<int>(r);
+  if (errno == EAGAIN) BIO_set_retry_write(b);
+  return -1;
+}
+
+int PipeBioRead(BIO* b, char* out, int len) {
+  BIO_clear_retry_flags(b);
+  auto* pipe = static_cast<EgressPipe*>(BIO_get_data(b));
+  ssize_t r = pipe->Read(out, static_cast<size_t>(len));
+  if (r >= 0) return static_cast<int>(r);
+  if (errno == EAGAIN) BIO_set_retry_read(b);
+  return -1;
+}
+
+long PipeBioCtrl(BIO*, int cmd, long, void*) {
+  // Nothing is buffered here: a flush is done at once.
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+int PipeBioCreate(BIO* b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+const BIO_METHOD* PipeBioMethod() {
+  static BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "egress pipe");
+    if (m == nullptr) return m;
+    BIO_meth_set_write(m, PipeBioWrite);
+    BIO_meth_set_read(m, PipeBioRead);
+    BIO_meth_set_ctrl(m, PipeBioCtrl);
+    BIO_meth_set_create(m, PipeBioCreate);
+    return m;
+  }();
+  return method;
+}
+
+}  // namespace
+
+Stream::Stream(std::shared_ptr<EgressPipe> pipe)
+    : fd_(-1), sockets_(nullptr), pipe_(std::move(pipe)), waker_(std::make_shared<Waker>()) {
+  // The mux wakes this stream's fiber (its wait below) without a system
+  // call: both run on one loop.
+  pipe_->SetOwnerWake([waker = waker_] { waker->Wake(); });
+}
+
 Stream::~Stream() {
   ssl_.reset();
+  if (pipe_ != nullptr) pipe_->Close();
   if (sockets_ != nullptr && fd_ >= 0) sockets_->Remove(fd_);
   if (fd_ >= 0) close(fd_);
 }
@@ -23,18 +82,92 @@ int Stream::Release() {
   int fd = fd_;
   if (sockets_ != nullptr && fd_ >= 0) sockets_->Remove(fd_);
   fd_ = -1;
+  if (pipe_ != nullptr) {
+    pipe_->SetOwnerWake(nullptr);
+    pipe_.reset();
+  }
   write_shut_ = true;
   return fd;
 }
 
-bool Stream::WaitFor(short events) {
-  pollfd p = {fd_, events, 0};
+BIO* Stream::NewBio() {
+  if (pipe_ == nullptr) return BIO_new_socket(fd_, BIO_NOCLOSE);
+  const BIO_METHOD* method = PipeBioMethod();
+  BIO* b = method == nullptr ? nullptr : BIO_new(method);
+  if (b != nullptr) BIO_set_data(b, pipe_.get());
+  return b;
+}
+
+bool Stream::Ready(short events) const {
+  return ((events & POLLIN) != 0 && pipe_->Readable()) ||
+         ((events & POLLOUT) != 0 && pipe_->Writable());
+}
+
+bool Stream::Wait(short events, int timeout_ms) {
+  Stream* self = this;
+  short ready = 0;
+  int limit = timeout_ms < 0 ? static_cast<int>(timeout_.count()) : timeout_ms;
+  if (WaitStreams(&self, &events, &ready, 1, limit) > 0) return true;
+  errno = ETIMEDOUT;
+  return false;
+}
+
+ssize_t Stream::PeekSome(char* buf, size_t n) {
+  if (pipe_ != nullptr) return pipe_->Peek(buf, n);
+  return recv(fd_, buf, n, MSG_PEEK | MSG_DONTWAIT);
+}
+
+int WaitStreams(Stream* const* streams, const short* events, short* ready, size_t n,
+                int timeout_ms) {
+  auto deadline = timeout_ms < 0 ? std::chrono::steady_clock::time_point::max()
+                                 : std::chrono::steady_clock::now() +
+                                       std::chrono::milliseconds(timeout_ms);
+  pollfd fds[4];
+  size_t at[4];
+  if (n > 4) n = 4;
   while (true) {
-    int r = Poll(&p, 1, static_cast<int>(timeout_.count()));
-    if (r > 0) return true;
-    if (r < 0 && errno == EINTR) continue;
-    errno = ETIMEDOUT;
-    return false;
+    Stream* piped = nullptr;
+    int count = 0;
+    nfds_t nfds = 0;
+    for (size_t i = 0; i < n; ++i) {
+      ready[i] = 0;
+      if (events[i] == 0) continue;
+      Stream* s = streams[i];
+      if (s->pipe_ != nullptr) {
+        piped = s;
+        if (s->Ready(events[i])) {
+          ready[i] = events[i];
+          ++count;
+        }
+        continue;
+      }
+      fds[nfds] = {s->fd_, events[i], 0};
+      at[nfds++] = i;
+    }
+    // A pipe ready now is said at once (no system call for the sockets).
+    if (count > 0) return count;
+    int left = -1;
+    if (deadline != std::chrono::steady_clock::time_point::max()) {
+      auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline -
+                                                             std::chrono::steady_clock::now());
+      left = static_cast<int>(std::max<int64_t>(0, ms.count()));
+    }
+    int r;
+    if (piped != nullptr && left != 0) {
+      // Ends at the mux's wake too, then the pipe is looked at again.
+      r = piped->waker_->Poll(fds, nfds, left);
+    } else {
+      r = Poll(fds, nfds, left);
+    }
+    if (r < 0 && errno != EINTR) return -1;
+    for (nfds_t k = 0; r > 0 && k < nfds; ++k) {
+      if (fds[k].revents != 0) {
+        ready[at[k]] = fds[k].revents;
+        ++count;
+      }
+    }
+    if (count > 0) return count;
+    if (left == 0) return 0;
   }
 }
 
@@ -66,7 +199,7 @@ ssize_t Stream::Read(char* buf, size_t n) {
       }
       return -1;
     }
-    ssize_t r = recv(fd_, buf, n, MSG_DONTWAIT);
+    ssize_t r = pipe_ != nullptr ? pipe_->Read(buf, n) : recv(fd_, buf, n, MSG_DONTWAIT);
     if (r >= 0) return r;
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
@@ -90,7 +223,8 @@ bool Stream::WriteAll(absl::string_view data) {
       if (!WaitFor(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT)) return false;
       continue;
     }
-    ssize_t r = send(fd_, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t r = pipe_ != nullptr ? pipe_->Write(data.data(), data.size())
+                                 : send(fd_, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (r > 0) {
       data.remove_prefix(r);
       continue;
@@ -115,11 +249,14 @@ void Stream::ShutdownWrite() {
       ERR_clear_error();
       int r = SSL_shutdown(ssl_.get());
       if (r >= 0 || SSL_get_error(ssl_.get(), r) != SSL_ERROR_WANT_WRITE) break;
-      pollfd p = {fd_, POLLOUT, 0};
-      if (Poll(&p, 1, 100) <= 0) break;
+      if (!Wait(POLLOUT, 100)) break;
     }
   }
-  shutdown(fd_, SHUT_WR);
+  if (pipe_ != nullptr) {
+    pipe_->ShutdownWrite();
+  } else {
+    shutdown(fd_, SHUT_WR);
+  }
 }
 
 absl::StatusOr<std::string> ReadHead(Stream& stream, size_t max, bool* none_read) {
@@ -158,9 +295,8 @@ std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait, char 
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    pollfd p = {stream.fd(), POLLIN, 0};
-    if (left.count() <= 0 || Poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-    ssize_t r = recv(stream.fd(), got.data(), n, MSG_PEEK | MSG_DONTWAIT);
+    if (left.count() <= 0 || !stream.Wait(POLLIN, static_cast<int>(left.count()))) break;
+    ssize_t r = stream.PeekSome(got.data(), n);
     if (r <= 0) return "";
     bool enough = until != 0 ? memchr(got.data(), until, r) != nullptr || static_cast<size_t>(r) == n
                              : static_cast<size_t>(r) >= std::min<size_t>(n, 3);
@@ -170,7 +306,7 @@ std::string Peek(Stream& stream, size_t n, std::chrono::milliseconds wait, char 
     }
     SleepFor(std::chrono::milliseconds(5));
   }
-  ssize_t r = recv(stream.fd(), got.data(), n, MSG_PEEK | MSG_DONTWAIT);
+  ssize_t r = stream.PeekSome(got.data(), n);
   got.resize(r > 0 ? r : 0);
   return got;
 }
@@ -186,13 +322,13 @@ std::pair<uint64_t, uint64_t> Splice(Stream& a, Stream& b) {
       if (open[i] && (side[i]->Pending() || !side[i]->unread().empty())) ready = i;
     }
     if (ready < 0) {
-      pollfd p[2] = {{a.fd(), static_cast<short>(open[0] ? POLLIN : 0), 0},
-                     {b.fd(), static_cast<short>(open[1] ? POLLIN : 0), 0}};
-      int r = Poll(p, 2, static_cast<int>(kStreamTimeout.count()));
-      if (r < 0 && errno == EINTR) continue;
+      short events[2] = {static_cast<short>(open[0] ? POLLIN : 0),
+                         static_cast<short>(open[1] ? POLLIN : 0)};
+      short got[2] = {0, 0};
+      int r = WaitStreams(side, events, got, 2, static_cast<int>(kStreamTimeout.count()));
       if (r <= 0) break;  // ten idle minutes
       for (int i = 0; i < 2 && ready < 0; ++i) {
-        if (open[i] && p[i].revents != 0) ready = i;
+        if (open[i] && got[i] != 0) ready = i;
       }
       if (ready < 0) continue;
     }

@@ -1,21 +1,26 @@
-// A byte stream proxyd reads and writes: a connected socket, with or
+// A byte stream proxyd reads and writes: a connected socket, or a guest
+// connection's pipe from the sandbox's mux (common/egress_pipe.h), with or
 // without TLS on top. Both ends of a carried connection are Streams, so
-// the HTTP code and the splice loop do not care which side is encrypted.
+// the HTTP code and the splice loop do not care which side is encrypted
+// nor which is in memory.
 // A read or write that must wait waits through Poll (fibers.h): on a
 // handler's fiber, the loop serves other connections meanwhile. A stream
 // that stays silent longer than its timeout ends. Its socket must be
 // non-blocking when TLS runs on it on a fiber (a plain socket is read and
-// written without blocking either way).
+// written without blocking either way). A pipe's stream waits through a
+// Waker the mux wakes: it must be used on a fiber of the mux's loop.
 #ifndef AIRLOCK_PROXYD_STREAM_H_
 #define AIRLOCK_PROXYD_STREAM_H_
 
 #include <openssl/ssl.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/egress_pipe.h"
 #include "proxyd/connections.h"
 #include "proxyd/tls.h"
 
@@ -31,11 +36,16 @@ class Stream {
   explicit Stream(int fd, SocketSet* sockets = nullptr) : fd_(fd), sockets_(sockets) {
     if (sockets_ != nullptr) sockets_->Add(fd_);
   }
+  // A guest connection's end in memory (the stream is the pipe's owner;
+  // it closes the pipe when it ends, unless released).
+  explicit Stream(std::shared_ptr<EgressPipe> pipe);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
+  // The socket; -1 for a pipe's stream.
   int fd() const { return fd_; }
+  bool piped() const { return pipe_ != nullptr; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
   bool tls() const { return ssl_ != nullptr; }
   // StartTls makes every later read and write go through `ssl` (already
@@ -53,8 +63,21 @@ class Stream {
   // ShutdownWrite sends end of stream (TLS close_notify, then FIN).
   void ShutdownWrite();
   // Release gives up the plain socket (no TLS on it): it is no longer
-  // tracked or closed here, and the stream is left without one.
+  // tracked or closed here, and the stream is left without one. For a
+  // pipe's stream: -1, and the pipe is given up the same way (its mux's
+  // Replace takes it).
   int Release();
+  // NewBio is an OpenSSL BIO on the stream's socket or pipe, for a TLS
+  // session over it (whose waits go through Wait).
+  BIO* NewBio();
+  // Wait waits until the stream is ready for `events` (POLLIN, POLLOUT)
+  // or `timeout_ms` (-1: the stream's timeout) passed: false then, with
+  // errno ETIMEDOUT.
+  bool Wait(short events, int timeout_ms = -1);
+  // PeekSome copies up to `n` bytes that wait to be read without taking
+  // them and without waiting: the count, 0 at the end, -1 (EAGAIN) when
+  // none wait. Plain streams only (no TLS).
+  ssize_t PeekSome(char* buf, size_t n);
   // Pending is true when TLS has decrypted bytes buffered (poll cannot see
   // them).
   bool Pending() const { return ssl_ != nullptr && SSL_pending(ssl_.get()) > 0; }
@@ -70,11 +93,17 @@ class Stream {
   std::string& unread() { return unread_; }
 
  private:
-  // WaitFor waits until the socket is ready for `events`; false when the
-  // timeout passed first.
-  bool WaitFor(short events);
+  // WaitFor is Wait with the stream's timeout.
+  bool WaitFor(short events) { return Wait(events); }
+  // Ready says whether a pipe's stream is ready for `events` now.
+  bool Ready(short events) const;
+
+  friend int WaitStreams(Stream* const* streams, const short* events, short* ready, size_t n,
+                         int timeout_ms);
 
   int fd_;
+  std::shared_ptr<EgressPipe> pipe_;
+  std::shared_ptr<Waker> waker_;  // a pipe's, woken by its mux
   SocketSet* sockets_;
   std::chrono::milliseconds timeout_ = kStreamTimeout;
   UniqueSsl ssl_;
@@ -82,6 +111,13 @@ class Stream {
   bool wait_first_ = false;  // ExpectWait
   bool write_shut_ = false;
 };
+
+// WaitStreams waits until one of `streams` is ready for its `events`
+// (POLLIN, POLLOUT; 0 leaves it out) or `timeout_ms` (-1: no limit)
+// passed, and says in `ready` which: how many are ready, 0 at the time
+// limit. At most one of them may be a pipe's stream.
+int WaitStreams(Stream* const* streams, const short* events, short* ready, size_t n,
+                int timeout_ms);
 
 // ReadHead reads until a complete message head ("...\r\n\r\n") and returns
 // it; bytes after it stay in stream.unread(). Errors: the stream ended

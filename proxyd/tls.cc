@@ -467,10 +467,10 @@ std::string HandshakeFailure(SSL* ssl, int rc, int saved_errno) {
 }
 
 // Handshake runs SSL_connect (or SSL_accept) to its end, waiting through
-// Poll whenever the socket is not ready (so a fiber's loop goes on
-// meanwhile), each wait at most ten minutes, as any silence of a carried
-// connection. Returns the last call's result, errno as it left it.
-int Handshake(SSL* ssl, bool accept) {
+// `wait` (for POLLIN or POLLOUT; false when the wait timed out) whenever
+// the transport is not ready. Returns the last call's result, errno as it
+// left it.
+int Handshake(SSL* ssl, bool accept, const std::function<bool(short)>& wait) {
   while (true) {
     // The thread's error queue and errno may hold what other fibers left
     // while this one waited.
@@ -481,12 +481,21 @@ int Handshake(SSL* ssl, bool accept) {
     int err = SSL_get_error(ssl, rc);
     if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) return rc;
     int saved_errno = errno;
-    pollfd p = {SSL_get_fd(ssl), static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
-    if (Poll(&p, 1, 600000) <= 0) {
+    if (!wait(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT)) {
       errno = saved_errno;
       return rc;
     }
   }
+}
+
+// SocketWait waits through Poll for a socket (so a fiber's loop goes on
+// meanwhile), each wait at most ten minutes, as any silence of a carried
+// connection.
+std::function<bool(short)> SocketWait(int fd) {
+  return [fd](short events) {
+    pollfd p = {fd, events, 0};
+    return Poll(&p, 1, 600000) > 0;
+  };
 }
 
 }  // namespace
@@ -684,7 +693,7 @@ absl::StatusOr<UniqueSsl> StartUpstreamTls(SSL_CTX* ctx, int fd, const std::stri
       return CryptoError("upstream host name verification");
     }
   }
-  int rc = Handshake(ssl.get(), /*accept=*/false);
+  int rc = Handshake(ssl.get(), /*accept=*/false, SocketWait(fd));
   int saved_errno = errno;
   if (rc == 1) return ssl;
   long verify = SSL_get_verify_result(ssl.get());
@@ -700,10 +709,21 @@ absl::StatusOr<UniqueSsl> StartUpstreamTls(SSL_CTX* ctx, int fd, const std::stri
 }
 
 absl::StatusOr<UniqueSsl> AcceptClientTls(SSL_CTX* server_ctx, int fd) {
+  BIO* bio = BIO_new_socket(fd, BIO_NOCLOSE);
+  if (bio == nullptr) return CryptoError("new sandbox connection");
+  return AcceptClientTls(server_ctx, bio, SocketWait(fd));
+}
+
+absl::StatusOr<UniqueSsl> AcceptClientTls(SSL_CTX* server_ctx, BIO* bio,
+                                          const std::function<bool(short)>& wait) {
   ERR_clear_error();
   UniqueSsl ssl(SSL_new(server_ctx));
-  if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) return CryptoError("new sandbox connection");
-  int rc = Handshake(ssl.get(), /*accept=*/true);
+  if (!ssl) {
+    BIO_free(bio);
+    return CryptoError("new sandbox connection");
+  }
+  SSL_set_bio(ssl.get(), bio, bio);  // the session owns it from here
+  int rc = Handshake(ssl.get(), /*accept=*/true, wait);
   int saved_errno = errno;
   if (rc == 1) return ssl;
   std::string why = HandshakeFailure(ssl.get(), rc, saved_errno);

@@ -10,6 +10,7 @@
 #include <openssl/ssl.h>
 
 #include <cstddef>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -122,6 +123,11 @@ absl::StatusOr<UniqueSsl> StartUpstreamTls(SSL_CTX* ctx, int fd, const std::stri
 // connected socket `fd` (waiting as StartUpstreamTls does), using a context from ServerContextFor.
 // Failure is UNAVAILABLE with the reason (e.g. the client's alert).
 absl::StatusOr<UniqueSsl> AcceptClientTls(SSL_CTX* server_ctx, int fd);
+// The same over `bio` (taken in every case), waiting through `wait` (for
+// POLLIN or POLLOUT; false when the wait timed out) while it is not
+// ready: a guest connection's pipe (Stream::NewBio).
+absl::StatusOr<UniqueSsl> AcceptClientTls(SSL_CTX* server_ctx, BIO* bio,
+                                          const std::function<bool(short)>& wait);
 
 }  // namespace airlock::proxyd
 

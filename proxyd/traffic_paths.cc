@@ -134,9 +134,13 @@ bool Attachment::State::HandleInspected(GuestConnection& g, const std::string& h
       return false;
     }
     upstream = std::make_unique<Stream>(*fd, &sockets);
-    pollfd p[2] = {{client.fd(), POLLIN, 0}, {*fd, POLLIN, 0}};
-    if (Poll(p, 2, static_cast<int>(kStreamTimeout.count())) <= 0) return false;
-    if (p[1].revents != 0 && p[0].revents == 0) {
+    Stream* both[2] = {&client, upstream.get()};
+    short events[2] = {POLLIN, POLLIN};
+    short ready[2] = {0, 0};
+    if (WaitStreams(both, events, ready, 2, static_cast<int>(kStreamTimeout.count())) <= 0) {
+      return false;
+    }
+    if (ready[1] != 0 && ready[0] == 0) {
       Record(host, port, "", "", v, via);
       Carry(g, *upstream);
       return true;
@@ -189,7 +193,7 @@ void Attachment::State::Carry(GuestConnection& g, Stream& upstream) {
     if (!upstream.WriteAll(g.client.unread())) return;
     g.client.unread().clear();
   }
-  int pair_end = g.client.Release();
+  int pair_end = g.client.Release();  // -1: the mux has the pipe
   int fd = upstream.Release();
   g.handed_over = true;
   auto done = [this, mux = g.mux.get(), id = g.id] { EndConnection(mux, id, true); };
@@ -203,7 +207,9 @@ void Attachment::State::ServeIntercepted(Stream& client, const std::string& host
   if (!client.unread().empty()) return;
   auto ctx = px->ca->ServerContextFor(host);
   if (!ctx.ok()) return;
-  auto ssl = AcceptClientTls(ctx->get(), client.fd());
+  BIO* bio = client.NewBio();
+  if (bio == nullptr) return;
+  auto ssl = AcceptClientTls(ctx->get(), bio, [&client](short events) { return client.Wait(events); });
   if (!ssl.ok()) {
     AIRLOCK_LOG_INFO(
         "sandbox TLS handshake failed",

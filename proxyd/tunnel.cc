@@ -154,26 +154,22 @@ void Attachment::State::Accept(const std::shared_ptr<EgressMux>& mux, uint64_t i
     mux->Reset(id);
     return;
   }
-  int sp[2];
-  // The handler's end is non-blocking: it waits through Poll, on a fiber.
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sp) != 0) {
-    EndConnection(mux.get(), id, true);
-    mux->Reset(id);
-    return;
-  }
-  mux->Open(id, sp[1]);
-  if (!handlers.Spawn([this, mux, id, c, fd = sp[0]] { Serve(mux, id, c, fd); })) {
+  // The handler and the mux share this loop: the pipe's bytes and
+  // wake-ups stay in memory.
+  std::shared_ptr<EgressPipe> pipe = mux->OpenPipe(id);
+  if (!handlers.Spawn([this, mux, id, c, pipe] { Serve(mux, id, c, pipe); })) {
     AIRLOCK_LOG_ERROR("cannot start a connection handler", {{"sandbox", sandbox}});
     mux->Reset(id);
-    close(sp[0]);
+    pipe->Close();
     EndConnection(mux.get(), id, true);
   }
 }
 
 void Attachment::State::Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id,
-                              const agentpb::EgressConnection& c, int fd) {
+                              const agentpb::EgressConnection& c,
+                              std::shared_ptr<EgressPipe> pipe) {
   {
-    GuestConnection g(fd, &sockets, mux, id);
+    GuestConnection g(std::move(pipe), mux, id);
     bool ok = c.via() == agentpb::EGRESS_FORWARD ? HandleForward(g) : [&] {
       Address addr{};
       if (!policy::ParseAddress(c.address(), &addr) || c.port() == 0 || c.port() > 65535) {
@@ -186,7 +182,7 @@ void Attachment::State::Serve(const std::shared_ptr<EgressMux>& mux, uint64_t id
     // reset, never an end of stream.
     if (!ok) mux->Reset(id);
     g.client.ShutdownWrite();
-  }  // closes fd
+  }  // closes the pipe
   EndConnection(mux.get(), id, true);
 }
 
