@@ -16,6 +16,7 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/string_view.h"
 #include "common/fd_io.h"
 #include "gtest/gtest.h"
 
@@ -104,6 +105,91 @@ class Recorder {
   std::vector<EgressFrames> batches_;
 };
 
+// PipeOwner holds a mux's pipe as a blocking owner on a thread of its
+// own would (proxyd's handlers hold theirs on a fiber of the mux's loop):
+// each wait ends at the pipe's wake or after 10 s.
+class PipeOwner {
+ public:
+  explicit PipeOwner(std::shared_ptr<EgressPipe> pipe) : pipe_(std::move(pipe)) {
+    pipe_->SetOwnerWake([this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      wakes_++;
+      cv_.notify_all();
+    });
+  }
+  ~PipeOwner() {
+    if (!closed_) pipe_->Close();
+  }
+  EgressPipe& pipe() { return *pipe_; }
+  // Read waits for bytes: > 0, 0 at the end, -1 after 10 s.
+  ssize_t Read(char* buf, size_t n) {
+    for (int i = 0; i < 1000; ++i) {
+      ssize_t r = pipe_->Read(buf, n);
+      if (r >= 0 || errno != EAGAIN) return r;
+      Wait([&] { return pipe_->Readable(); });
+    }
+    return -1;
+  }
+  std::string ReadAll() {
+    std::string out;
+    char buf[65536];
+    while (true) {
+      ssize_t n = Read(buf, sizeof(buf));
+      if (n <= 0) return out;
+      out.append(buf, n);
+    }
+  }
+  std::string ReadExactly(size_t n) {
+    std::string out;
+    char buf[256];
+    while (out.size() < n) {
+      ssize_t r = Read(buf, std::min(sizeof(buf), n - out.size()));
+      if (r <= 0) break;
+      out.append(buf, r);
+    }
+    return out;
+  }
+  bool WriteAll(absl::string_view data) {
+    while (!data.empty()) {
+      ssize_t r = pipe_->Write(data.data(), data.size());
+      if (r > 0) {
+        data.remove_prefix(r);
+        continue;
+      }
+      if (r < 0 && errno != EAGAIN) return false;
+      if (!Wait([&] { return pipe_->Writable(); })) return false;
+    }
+    return true;
+  }
+  void Close() {
+    closed_ = true;
+    pipe_->Close();
+  }
+  int wakes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return wakes_;
+  }
+
+ private:
+  // Wait waits for `ready`, looking again at each wake. The pipe is
+  // never called under mu_: the wake runs under the pipe's lock.
+  bool Wait(const std::function<bool()>& ready) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (true) {
+      int seen = wakes();
+      if (ready()) return true;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_until(lock, deadline, [&] { return wakes_ != seen; })) return false;
+    }
+  }
+
+  std::shared_ptr<EgressPipe> pipe_;
+  bool closed_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int wakes_ = 0;
+};
+
 // Link joins a "guest" mux and a "host" mux. Each guest connection is a
 // TCP pair: the test's app end, and the end the guest mux carries. The
 // host side answers each open with a TCP pair too, whose app end the test
@@ -137,6 +223,20 @@ class Link {
     for (auto& [id, fd] : host_apps) close(fd);
   }
 
+  // ConnectOnPipe opens guest connection `id` whose host side is a pipe,
+  // as proxyd's handlers hold it: returns the guest app's end and the
+  // pipe's owner (null when none came).
+  std::pair<int, std::unique_ptr<PipeOwner>> ConnectOnPipe(uint64_t id) {
+    host_pipes = true;
+    int app = Connect(id);
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return pipes.count(id) != 0; });
+    if (pipes.count(id) == 0) return {app, nullptr};
+    auto owner = std::make_unique<PipeOwner>(pipes[id]);
+    pipes.erase(id);
+    return {app, std::move(owner)};
+  }
+
   // Connect opens a guest connection; returns the app's end.
   int Connect(uint64_t id) {
     auto [app, carried] = TcpPair();
@@ -167,6 +267,8 @@ class Link {
   // Host streams on socket pairs (as proxyd's handlers have them) instead
   // of TCP pairs.
   bool host_pairs = false;
+  // Host streams on pipes (as proxyd's handlers have them now).
+  bool host_pipes = false;
   std::atomic<bool> cut{false};
   std::atomic<int> host_resets{0};
   std::atomic<int> guest_resets{0};
@@ -174,6 +276,13 @@ class Link {
 
  private:
   void ToHost(const EgressFrame& f) {
+    if (f.kind_case() == EgressFrame::kOpen && host_pipes) {
+      auto pipe = host->OpenPipe(f.id());
+      std::lock_guard<std::mutex> lock(mu);
+      pipes[f.id()] = pipe;
+      cv.notify_all();
+      return;
+    }
     if (f.kind_case() == EgressFrame::kOpen) {
       auto [app, carried] = host_pairs ? UnixPair() : TcpPair();
       host->Open(f.id(), carried);
@@ -189,6 +298,7 @@ class Link {
   std::mutex mu;
   std::condition_variable cv;
   std::map<uint64_t, int> host_apps;
+  std::map<uint64_t, std::shared_ptr<EgressPipe>> pipes;
 };
 
 // OwnersLoop stands for an owner's event loop (proxyd's fibers): it runs
@@ -890,6 +1000,208 @@ TEST(EgressMuxTest, DataPastAWidenedWindowStillResetsTheStream) {
   ASSERT_TRUE(mux.Deliver(f));
   EXPECT_TRUE(rec.WaitFor([](const EgressFrame& f) { return f.id() == 1 && f.reset(); }));
   mux.Stop();
+  close(app);
+}
+
+}  // namespace
+}  // namespace airlock
+
+namespace airlock {
+namespace {
+
+// Pipes: the host side as proxyd's handlers hold it, in memory.
+
+TEST(EgressPipeTest, BytesBothWaysAndHalfCloseWithManyMegabytesBack) {
+  Link link;
+  auto [guest, owner] = link.ConnectOnPipe(1);
+  ASSERT_NE(owner, nullptr);
+  ASSERT_TRUE(WriteAll(guest, "GET / HTTP/1.1\r\n\r\n"));
+  shutdown(guest, SHUT_WR);
+  EXPECT_EQ(owner->ReadAll(), "GET / HTTP/1.1\r\n\r\n");
+  // Many windows' worth back: the pipe's bytes leave as the guest credits
+  // them, and the owner waits (woken) while the pipe is full.
+  std::string big = Pattern(9 << 20, 3);
+  std::thread reader([&, guest = guest] { EXPECT_EQ(ReadAll(guest), big); });
+  ASSERT_TRUE(owner->WriteAll(big));
+  owner->pipe().ShutdownWrite();
+  reader.join();
+  close(guest);
+}
+
+TEST(EgressPipeTest, AnOwnerThatDoesNotReadHoldsThePeerToItsWindow) {
+  Link link;
+  auto [guest, owner] = link.ConnectOnPipe(1);
+  ASSERT_NE(owner, nullptr);
+  std::atomic<size_t> sent{0};
+  std::thread writer([&, guest = guest] {
+    std::string chunk(65536, 'x');
+    while (sent < (64u << 20)) {
+      ssize_t n = send(guest, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+      if (n <= 0) return;
+      sent += n;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  size_t stuck_at = sent.load();
+  EXPECT_LT(stuck_at, 16u << 20) << "flow control did not stop the sender";
+  // Reading lets it all through: the owner's reads are credited back.
+  std::atomic<size_t> got{0};
+  std::thread drain([&] {
+    char buf[65536];
+    while (true) {
+      ssize_t n = owner->Read(buf, sizeof(buf));
+      if (n <= 0) return;
+      got += n;
+    }
+  });
+  for (int i = 0; i < 400 && got.load() < (32u << 20); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(got.load(), 32u << 20);
+  shutdown(guest, SHUT_RDWR);
+  writer.join();
+  drain.join();
+  close(guest);
+}
+
+TEST(EgressPipeTest, AnOwnersWriteIntoAFullPipeSaysEagainAndIsWokenWhenThereIsRoom) {
+  Link link;
+  auto [guest, owner] = link.ConnectOnPipe(1);
+  ASSERT_NE(owner, nullptr);
+  // The guest reads nothing: one window crosses, the pipe fills behind it.
+  std::string chunk(65536, 'y');
+  size_t taken = 0;
+  for (int round = 0; round < 100; ++round) {
+    while (true) {
+      ssize_t r = owner->pipe().Write(chunk.data(), chunk.size());
+      if (r < 0) break;
+      taken += r;
+    }
+    ASSERT_EQ(errno, EAGAIN);
+    // Until the mux takes no more (the guest's socket buffers are full).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!owner->pipe().Writable()) break;
+  }
+  EXPECT_FALSE(owner->pipe().Writable());
+  EXPECT_GE(taken, kEgressPipeBytes);
+  EXPECT_LE(taken, kEgressPipeBytes + 16 * kEgressMaxWindow);
+  int before = owner->wakes();
+  char buf[65536];
+  size_t read_back = 0;
+  while (read_back < taken / 2) {
+    ssize_t n = read(guest, buf, sizeof(buf));
+    ASSERT_GT(n, 0);
+    read_back += n;
+  }
+  for (int i = 0; i < 400 && !owner->pipe().Writable(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(owner->pipe().Writable());
+  EXPECT_GT(owner->wakes(), before);
+  close(guest);
+}
+
+TEST(EgressPipeTest, AResetEndsThePipeForItsOwnerAndResetsTheGuest) {
+  Link link;
+  auto [guest, owner] = link.ConnectOnPipe(1);
+  ASSERT_NE(owner, nullptr);
+  link.host->Reset(1);
+  char c;
+  EXPECT_EQ(owner->Read(&c, 1), 0);  // as a pair whose other end closed
+  errno = 0;
+  EXPECT_EQ(owner->pipe().Write("x", 1), -1);
+  EXPECT_EQ(errno, EPIPE);
+  int error = 0;
+  EXPECT_EQ(ReadAll(guest, &error), "");
+  EXPECT_EQ(error, ECONNRESET);
+  close(guest);
+}
+
+TEST(EgressPipeTest, AnOwnersResetBeforeItClosesIsNeverSentAsEof) {
+  Link link;
+  for (uint64_t id = 1; id < 200; id += 2) {
+    auto [guest, owner] = link.ConnectOnPipe(id);
+    ASSERT_NE(owner, nullptr);
+    link.host->Reset(id);
+    owner->Close();
+    int error = 0;
+    ReadAll(guest, &error);
+    ASSERT_EQ(error, ECONNRESET) << "stream " << id;
+    close(guest);
+  }
+  EXPECT_EQ(link.guest_eofs.load(), 0);
+}
+
+TEST(EgressPipeTest, AStreamEndsWhenItsOwnerClosesEvenIfThePeerNeverEnds) {
+  Link link;
+  auto [guest, owner] = link.ConnectOnPipe(1);
+  ASSERT_NE(owner, nullptr);
+  ASSERT_TRUE(owner->WriteAll("HTTP/1.1 403 Forbidden\r\n\r\n"));
+  owner->Close();
+  EXPECT_EQ(ReadAll(guest), "HTTP/1.1 403 Forbidden\r\n\r\n");  // an end, not a reset
+  for (int i = 0; i < 400 && link.host->streams() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(link.host->streams(), 0u);
+  EXPECT_EQ(link.host_resets.load(), 0);
+  close(guest);
+}
+
+TEST(EgressPipeTest, APipeOpenedAfterStopHasEnded) {
+  EgressMux mux([](const EgressFrames&) { return true; });
+  mux.Stop();
+  auto pipe = mux.OpenPipe(1);
+  char c;
+  EXPECT_EQ(pipe->Read(&c, 1), 0);
+  errno = 0;
+  EXPECT_EQ(pipe->Write("x", 1), -1);
+  EXPECT_EQ(errno, EPIPE);
+}
+
+TEST(EgressPipeTest, AReplacedPipeKeepsEveryByteInOrderBothWays) {
+  Link link;
+  auto [app, owner] = link.ConnectOnPipe(1);
+  ASSERT_NE(owner, nullptr);
+  ASSERT_TRUE(WriteAll(app, "GET-ish head|the body the owner never read|"));
+  EXPECT_EQ(owner->ReadExactly(13), "GET-ish head|");
+  ASSERT_TRUE(owner->WriteAll("200 from the owner|"));
+  ASSERT_TRUE(WriteAll(app, "sent around the hand-over|"));
+  auto [upstream, carried] = TcpPair();
+  replace::Done done;
+  owner->pipe().SetOwnerWake(nullptr);
+  ASSERT_TRUE(link.host->Replace(1, -1, carried, done.fn(), std::chrono::seconds(60)));
+  ASSERT_TRUE(WriteAll(app, "after it"));
+  shutdown(app, SHUT_WR);
+  std::string big = Pattern(3 << 20, 5);
+  std::thread up([&, upstream = upstream] {
+    WriteAll(upstream, big);
+    shutdown(upstream, SHUT_WR);
+  });
+  EXPECT_EQ(ReadAll(upstream),
+            "the body the owner never read|sent around the hand-over|after it");
+  EXPECT_EQ(ReadAll(app), "200 from the owner|" + big);
+  up.join();
+  EXPECT_TRUE(done.WaitOnce());
+  close(upstream);
+  close(app);
+}
+
+TEST(EgressPipeTest, TheGuestsEndOfStreamBeforeAReplaceOfAPipeReachesTheNewSocket) {
+  Link link;
+  auto [app, owner] = link.ConnectOnPipe(1);
+  ASSERT_NE(owner, nullptr);
+  ASSERT_TRUE(WriteAll(app, "all of it"));
+  shutdown(app, SHUT_WR);
+  EXPECT_EQ(owner->ReadAll(), "all of it");  // and the end of stream
+  auto [upstream, carried] = TcpPair();
+  replace::Done done;
+  owner->pipe().SetOwnerWake(nullptr);
+  ASSERT_TRUE(link.host->Replace(1, -1, carried, done.fn(), std::chrono::seconds(60)));
+  EXPECT_EQ(ReadAll(upstream), "");  // an end of stream, not a hang
+  ASSERT_TRUE(WriteAll(upstream, "answer"));
+  close(upstream);
+  EXPECT_EQ(ReadAll(app), "answer");
+  EXPECT_TRUE(done.WaitOnce());
   close(app);
 }
 

@@ -20,7 +20,8 @@
 // whose other end closed: Read ends (0), Write fails (EPIPE). Both sides
 // may run on different threads (each call takes the pipe's lock), but
 // the owner's wake runs on the mux's thread, under that lock: it must
-// only signal (proxyd's runs on the loop both share, and wakes a fiber).
+// only signal, never call the pipe nor take a lock its owner holds while
+// calling the pipe (proxyd's wakes a fiber of the loop both share).
 #ifndef AIRLOCK_COMMON_EGRESS_PIPE_H_
 #define AIRLOCK_COMMON_EGRESS_PIPE_H_
 

@@ -1,8 +1,11 @@
 // A sandbox's egress mux and transport as proxyd runs them: the mux's loop
 // a fiber (EgressMuxRunner), the transport's waits through Poll, on the
 // loop of the connections' handlers.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -18,9 +22,13 @@
 
 #include "common/egress_mux.h"
 #include "common/egress_transport.h"
+#include "common/fd_io.h"
+#include "common/testing/harness.h"
 #include "gtest/gtest.h"
 #include "proxyd/fibers.h"
 #include "proxyd/mux_runner.h"
+#include "proxyd/stream.h"
+#include "proxyd/tls.h"
 
 namespace airlock::proxyd {
 namespace {
@@ -325,6 +333,226 @@ TEST(MuxOnFibersTest, TwoSandboxesMuxesOnOneLoopNeverMixTheirBytes) {
   close(bp[0]);
   close(release[0]);
   close(release[1]);
+}
+
+}  // namespace
+}  // namespace airlock::proxyd
+
+namespace airlock::proxyd {
+namespace {
+
+// Sandbox is a guest mux (a thread of its own, as in the guest agent)
+// joined over a real tunnel to a host mux run as proxyd runs one, whose
+// streams are pipes served by handler fibers on the mux's loop, each
+// holding its pipe as a Stream.
+class Sandbox {
+ public:
+  using Handler = std::function<void(Stream&)>;
+  Sandbox(FiberLoops* loops, Handler handler) : loops_(loops), handler_(std::move(handler)) {
+    int t[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, t), 0);
+    host_transport_ = std::make_shared<EgressTransport>(t[0]);
+    host_transport_->UsePoll(&Poll);
+    guest_transport_ = std::make_shared<EgressTransport>(t[1]);
+    auto ht = host_transport_;
+    host_ = std::make_shared<EgressMux>([ht](const EgressFrames& b) { return ht->Write(b); },
+                                        kEgressWindow, MuxRunnerOn(loops, 0));
+    auto gt = guest_transport_;
+    guest_ = std::make_shared<EgressMux>([gt](const EgressFrames& b) { return gt->Write(b); });
+    guest_reader_ = std::thread([this] {
+      EgressFrames in;
+      while (guest_transport_->Read(&in)) {
+        for (auto& f : *in.mutable_frames()) guest_->Deliver(std::move(f));
+      }
+    });
+    auto host = host_;
+    EXPECT_TRUE(loops->SpawnOn(0, [this, host, ht] {
+      EgressFrames in;
+      while (ht->Read(&in)) {
+        for (auto& f : *in.mutable_frames()) {
+          if (f.kind_case() != agent::v1::EgressFrame::kOpen) {
+            host->Deliver(std::move(f));
+            continue;
+          }
+          std::shared_ptr<EgressPipe> pipe = host->OpenPipe(f.id());
+          loops_->SpawnOn(0, [this, pipe] {
+            Stream s(pipe);
+            s.set_timeout(std::chrono::seconds(20));
+            handler_(s);
+          });
+        }
+      }
+      ht->Shutdown();
+      host->Stop();
+      host_stopped_ = true;
+    }));
+  }
+  ~Sandbox() {
+    guest_transport_->Shutdown();
+    for (int i = 0; i < 2000 && !host_stopped_; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    guest_->Stop();
+    guest_reader_.join();
+  }
+  // Connect opens a guest connection: the guest app's end (a TCP socket).
+  int Connect(uint64_t id) {
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(listen(l, 1), 0);
+    socklen_t len = sizeof(a);
+    getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
+    int app = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(connect(app, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    int carried = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+    close(l);
+    agent::v1::EgressFrame open;
+    open.mutable_open()->set_via(agent::v1::EGRESS_FORWARD);
+    EXPECT_TRUE(guest_->Open(id, carried, &open));
+    return app;
+  }
+
+ private:
+  FiberLoops* loops_;
+  Handler handler_;
+  std::shared_ptr<EgressTransport> host_transport_, guest_transport_;
+  std::shared_ptr<EgressMux> host_, guest_;
+  std::thread guest_reader_;
+  std::atomic<bool> host_stopped_{false};
+};
+
+std::string Pattern(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + i / 4096) & 0xff);
+  return s;
+}
+
+std::string ReadToEnd(int fd) {
+  std::string out;
+  char buf[65536];
+  while (true) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return out;
+    out.append(buf, n);
+  }
+}
+
+TEST(PipeStreamTest, AHandlersStreamOnAPipeCarriesManyWindowsBothWaysAndItsEnds) {
+  FiberLoops loops(1, 1);
+  const std::string up = Pattern(5 << 20), down = Pattern(7 << 20);
+  std::string got_up;
+  {
+    Sandbox box(&loops, [&](Stream& s) {
+      EXPECT_TRUE(s.piped());
+      EXPECT_EQ(s.fd(), -1);
+      char buf[65536];
+      while (true) {
+        ssize_t n = s.Read(buf, sizeof(buf));
+        if (n <= 0) break;
+        got_up.append(buf, n);
+      }
+      EXPECT_TRUE(s.WriteAll(down));
+      s.ShutdownWrite();
+    });
+    int app = box.Connect(1);
+    std::thread writer([&] {
+      EXPECT_TRUE(WriteAll(app, up));
+      shutdown(app, SHUT_WR);
+    });
+    EXPECT_EQ(ReadToEnd(app), down);
+    writer.join();
+    close(app);
+  }
+  loops.Stop();
+  EXPECT_EQ(got_up, up);
+}
+
+TEST(PipeStreamTest, TlsWithTheGuestsClientRunsOverThePipe) {
+  signal(SIGPIPE, SIG_IGN);
+  airlock::testing::ShortTempDir dir;
+  auto ca = CertificateAuthority::LoadOrCreate(dir.path());
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto server_ctx = (*ca)->ServerContextFor("a.example.test");
+  ASSERT_TRUE(server_ctx.ok()) << server_ctx.status();
+  auto client_ctx = MakeUpstreamContext({dir.path() + "/ca.crt"});
+  ASSERT_TRUE(client_ctx.ok()) << client_ctx.status();
+  FiberLoops loops(1, 1);
+  std::string heard;
+  {
+    Sandbox box(&loops, [&](Stream& s) {
+      BIO* bio = s.NewBio();
+      ASSERT_NE(bio, nullptr);
+      auto ssl = AcceptClientTls(server_ctx->get(), bio, [&s](short ev) { return s.Wait(ev); });
+      ASSERT_TRUE(ssl.ok()) << ssl.status();
+      s.StartTls(std::move(*ssl));
+      char buf[256];
+      ssize_t n = s.Read(buf, sizeof(buf));
+      if (n > 0) heard.assign(buf, n);
+      EXPECT_TRUE(s.WriteAll("hello from the handler"));
+      s.ShutdownWrite();
+    });
+    int app = box.Connect(3);
+    auto ssl = StartUpstreamTls(client_ctx->get(), app, "a.example.test");
+    ASSERT_TRUE(ssl.ok()) << ssl.status();
+    ASSERT_EQ(SSL_write(ssl->get(), "hello", 5), 5);
+    char buf[256];
+    std::string back;
+    while (true) {
+      int n = SSL_read(ssl->get(), buf, sizeof(buf));
+      if (n <= 0) break;
+      back.append(buf, n);
+    }
+    EXPECT_EQ(back, "hello from the handler");
+    EXPECT_EQ(SSL_get_error(ssl->get(), 0), SSL_ERROR_ZERO_RETURN) << "no close_notify came";
+    ssl->reset();
+    close(app);
+  }
+  loops.Stop();
+  EXPECT_EQ(heard, "hello");
+}
+
+TEST(PipeStreamTest, AWaitOnAPipeAndASocketEndsForEitherAndAtItsTimeLimit) {
+  FiberLoops loops(1, 1);
+  int sp[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sp), 0);
+  std::atomic<int> step{0};
+  std::string order;
+  {
+    Sandbox box(&loops, [&](Stream& s) {
+      Stream sock(sp[0]);
+      Stream* both[2] = {&s, &sock};
+      short events[2] = {POLLIN, POLLIN};
+      short ready[2] = {0, 0};
+      auto start = Clock::now();
+      EXPECT_EQ(WaitStreams(both, events, ready, 2, 100), 0);  // nothing yet
+      EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(90));
+      step = 1;
+      ASSERT_EQ(WaitStreams(both, events, ready, 2, 10000), 1);
+      order += ready[1] != 0 ? "socket" : "pipe";
+      char c;
+      ASSERT_EQ(sock.Read(&c, 1), 1);
+      step = 2;
+      ASSERT_EQ(WaitStreams(both, events, ready, 2, 10000), 1);
+      order += ready[0] != 0 ? ",pipe" : ",socket";
+      sock.Release();
+    });
+    int app = box.Connect(5);
+    while (step.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(write(sp[1], "x", 1), 1);
+    while (step.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_TRUE(WriteAll(app, "y"));
+    shutdown(app, SHUT_WR);
+    ReadToEnd(app);
+    close(app);
+  }
+  loops.Stop();
+  EXPECT_EQ(order, "socket,pipe");
+  close(sp[0]);
+  close(sp[1]);
 }
 
 }  // namespace
