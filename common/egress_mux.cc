@@ -132,15 +132,14 @@ void EgressMux::Stop() {
       std::lock_guard<std::mutex> lock(cmd_mu_);
       stopping_ = true;
     }
-    uint64_t one = 1;
     if (loop_.joinable()) {
-      (void)!write(wake_fd_, &one, sizeof(one));
+      Nudge();
       loop_.join();
       return;
     }
     std::unique_lock<std::mutex> lock(run_mu_);
     if (!running_) return;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    Nudge();
     // Through the owner's wait: the caller may be a fiber of the loop
     // that runs the mux, which must go on for the mux to end.
     while (running_) {
@@ -156,6 +155,12 @@ void EgressMux::Refuse(Command& c) {
   if (c.pair_end >= 0) close(c.pair_end);
   if (c.pipe) c.pipe->End();
   if (c.done) c.done();
+}
+
+void EgressMux::Nudge() {
+  nudged_ = true;
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
 }
 
 bool EgressMux::Push(Command c) {
@@ -175,10 +180,7 @@ bool EgressMux::Push(Command c) {
     wake = commands_.empty();
     commands_.push_back(std::move(c));
   }
-  if (wake && !(runner_.wake && runner_.wake())) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
-  }
+  if (wake && !(runner_.wake && runner_.wake())) Nudge();
   return true;
 }
 
@@ -264,8 +266,16 @@ void EgressMux::Loop() {
       runner_.wait(epoll_fd_, timeout);
       timeout = 0;
     }
-    int n = epoll_wait(epoll_fd_, events, 64, timeout);
-    if (n < 0 && errno != EINTR) n = 0;
+    int n = 0;
+    if (!runner_.wait || sockets_ > 0) {
+      n = epoll_wait(epoll_fd_, events, 64, timeout);
+      if (n < 0 && errno != EINTR) n = 0;
+    } else if (nudged_.exchange(false)) {
+      // Only pipes: nothing but the wake-up descriptor is in the set, and
+      // it is read only when it was written (proxyd's fibers wake the
+      // mux without it, turn after turn).
+      events[n++].data.u64 = 0;
+    }
     // The wake-up is taken before the commands: one written after this
     // read has its command still queued, and stays for the next turn.
     for (int i = 0; i < n; ++i) {
@@ -381,6 +391,7 @@ void EgressMux::Apply(Command& c) {
       streams_[c.id] = std::move(s);
       if (c.announce) Emit(std::move(c.frame));
       if (ref.pipe) return;
+      ++sockets_;
       SetNonBlocking(c.fd);
       Register(ref);
       return;
@@ -691,6 +702,7 @@ void EgressMux::MaybeFinish(uint64_t id) {
 
 void EgressMux::Forget(std::map<uint64_t, std::unique_ptr<Stream>>::iterator it) {
   widened_ -= it->second->window - kEgressWindow;
+  if (!it->second->pipe) --sockets_;
   streams_.erase(it);
 }
 
@@ -764,6 +776,7 @@ void EgressMux::ApplyReplace(Command& c) {
     std::string unsent;
     s.pipe->Detach(&unread, &unsent);
     s.pipe.reset();
+    ++sockets_;
     s.piped = false;
     if (!s.read_done) s.held = std::move(unsent);
     // Bytes in a pipe count as written once the owner reads them: these

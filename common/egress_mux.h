@@ -30,6 +30,7 @@
 #ifndef AIRLOCK_COMMON_EGRESS_MUX_H_
 #define AIRLOCK_COMMON_EGRESS_MUX_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -180,6 +181,8 @@ class EgressMux {
   // Push queues `c` for the loop; false (an Open's fd reset) when the mux
   // is stopping or the queue is full.
   bool Push(Command c);
+  // Nudge writes the wake-up descriptor (and says so in nudged_).
+  void Nudge();
   // DrainCommands applies every queued command (loop thread), then
   // writes what the batch's data frames brought (WriteDue).
   void DrainCommands();
@@ -226,6 +229,8 @@ class EgressMux {
   const uint64_t widen_to_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
+  // The wake-up descriptor was written since the loop last looked.
+  std::atomic<bool> nudged_{false};
 
   // Commands from other threads, applied by the loop.
   std::mutex cmd_mu_;
@@ -236,6 +241,7 @@ class EgressMux {
   // Loop thread only.
   std::map<uint64_t, std::unique_ptr<Stream>> streams_;
   bool closed_ = false;
+  size_t sockets_ = 0;  // streams on a socket (in the epoll set), not a pipe
   uint64_t widened_ = 0;      // of kEgressWideningBudget, given to streams
   std::vector<uint64_t> credited_;  // streams with new credit and bytes to read
   std::vector<uint64_t> unwritten_;  // streams with data to write (WriteDue)
