@@ -34,7 +34,7 @@ absl::Status DecisionLog::Init() {
     pb::Decision d;
     uint64_t seq = 0;
     if (!absl::SimpleAtoi(row[0], &seq) || !d.ParseFromString(row[1])) continue;
-    recent_.emplace_back(seq, std::move(d));
+    recent_.emplace_back(seq, std::make_shared<const pb::Decision>(std::move(d)));
     seq_ = seq;
   }
   writer_ = std::thread([this] { Writer(); });
@@ -42,12 +42,17 @@ absl::Status DecisionLog::Init() {
 }
 
 void DecisionLog::Record(pb::Decision d) {
+  auto shared = std::make_shared<const pb::Decision>(std::move(d));
   bool followed;
+  Shared dropped;  // the oldest, let go of outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
-    recent_.emplace_back(++seq_, d);
-    if (recent_.size() > kInMemory) recent_.pop_front();
-    unwritten_.push_back(std::move(d));
+    recent_.emplace_back(++seq_, shared);
+    if (recent_.size() > kInMemory) {
+      dropped = std::move(recent_.front().second);
+      recent_.pop_front();
+    }
+    unwritten_.push_back(std::move(shared));
     followed = followers_ > 0;
   }
   if (followed) added_.notify_all();
@@ -68,12 +73,14 @@ void DecisionLog::Writer() {
   if (errno == 0) (void)setpriority(PRIO_PROCESS, tid, std::min(19, nice_now + kWriterNice));
   std::optional<std::chrono::steady_clock::time_point> last_warning;
   while (true) {
-    std::vector<pb::Decision> batch;
+    std::vector<Shared> batch;
     bool stop;
     {
       std::unique_lock<std::mutex> lock(mu_);
       stop_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; });
       batch.swap(unwritten_);
+      // The next batch likely as large: no growth on the recording path.
+      unwritten_.reserve(batch.size());
       stop = stopping_;
     }
     if (!batch.empty()) {
@@ -85,7 +92,7 @@ void DecisionLog::Writer() {
       statements.reserve(batch.size() + 1);
       for (const auto& d : batch) {
         statements.push_back({"INSERT INTO decisions (sandbox, data) VALUES (?, ?)",
-                              {d.sandbox(), d.SerializeAsString()}});
+                              {d->sandbox(), d->SerializeAsString()}});
       }
       statements.push_back(
           {"DELETE FROM decisions WHERE seq <= (SELECT MAX(seq) FROM decisions) - 100000", {}});
@@ -113,7 +120,7 @@ std::vector<pb::Decision> DecisionLog::Since(uint64_t after, const std::string& 
   followers_--;
   std::vector<pb::Decision> out;
   for (const auto& [seq, d] : recent_) {
-    if (seq > after && (sandbox.empty() || d.sandbox() == sandbox)) out.push_back(d);
+    if (seq > after && (sandbox.empty() || d->sandbox() == sandbox)) out.push_back(*d);
   }
   *newest = seq_;
   return out;
@@ -124,7 +131,7 @@ std::vector<pb::Decision> DecisionLog::Recent(size_t limit, const std::string& s
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<pb::Decision> out;
   for (auto it = recent_.rbegin(); it != recent_.rend() && out.size() < limit; ++it) {
-    if (sandbox.empty() || it->second.sandbox() == sandbox) out.push_back(it->second);
+    if (sandbox.empty() || it->second->sandbox() == sandbox) out.push_back(*it->second);
   }
   std::reverse(out.begin(), out.end());
   *newest = seq_;

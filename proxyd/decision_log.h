@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -56,8 +57,13 @@ class DecisionLog {
   size_t followers_ = 0;
   bool stopping_ = false;
   uint64_t seq_ = 0;
-  std::deque<std::pair<uint64_t, airlock::proxy::v1::Decision>> recent_;
-  std::vector<airlock::proxy::v1::Decision> unwritten_;
+  // One copy of each decision, shared by the newest in memory and the
+  // writer's queue (a decision is recorded per request: a second copy was
+  // a malloc per field, and the queue's growth from empty each batch a
+  // large move).
+  using Shared = std::shared_ptr<const airlock::proxy::v1::Decision>;
+  std::deque<std::pair<uint64_t, Shared>> recent_;
+  std::vector<Shared> unwritten_;
   std::thread writer_;
 };
 
