@@ -18,6 +18,7 @@
 
 #include "absl/strings/string_view.h"
 #include "common/fd_io.h"
+#include "common/testing/sockets.h"
 #include "gtest/gtest.h"
 
 namespace airlock {
@@ -28,19 +29,9 @@ using agent::v1::EgressFrames;
 
 // A connected loopback TCP pair, so a reset shows as ECONNRESET.
 std::pair<int, int> TcpPair() {
-  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  EXPECT_EQ(listen(l, 1), 0);
-  socklen_t len = sizeof(a);
-  getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
-  int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  EXPECT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  int s = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
-  close(l);
-  return {c, s};
+  auto pair = testing::LoopbackTcpPair();
+  EXPECT_GE(pair.first, 0);
+  return pair;
 }
 
 std::pair<int, int> UnixPair() {
@@ -763,21 +754,45 @@ std::string ReadExactly(int fd, size_t n) {
   return out;
 }
 
-}  // namespace replace
+// Owner is how a test's handler holds stream 1 before it hands it over:
+// its end of a socket pair, or a pipe.
+struct Owner {
+  std::function<std::string(size_t)> read_exactly;
+  std::function<std::string()> read_all;
+  std::function<bool(absl::string_view)> write_all;
+  // Replace with `carried` as the stream's new socket.
+  std::function<bool(int carried, std::function<void()> done)> hand_over;
+};
 
-TEST(EgressMuxTest, AReplacedStreamKeepsEveryByteInOrderBothWays) {
-  Link link;
-  auto [app, owner] = link.ConnectOnPair(1);
-  ASSERT_GE(owner, 0);
+Owner OnPair(Link& link, int fd) {
+  return {[fd](size_t n) { return ReadExactly(fd, n); }, [fd] { return ReadAll(fd); },
+          [fd](absl::string_view d) { return WriteAll(fd, d); },
+          [&link, fd](int carried, std::function<void()> done) {
+            return link.host->Replace(1, fd, carried, std::move(done), std::chrono::seconds(60));
+          }};
+}
+
+Owner OnPipe(Link& link, PipeOwner* p) {
+  return {[p](size_t n) { return p->ReadExactly(n); }, [p] { return p->ReadAll(); },
+          [p](absl::string_view d) { return p->WriteAll(d); },
+          [&link, p](int carried, std::function<void()> done) {
+            p->pipe().SetOwnerWake(nullptr);
+            return link.host->Replace(1, -1, carried, std::move(done), std::chrono::seconds(60));
+          }};
+}
+
+// KeepsEveryByteInOrderBothWays: what either side had not read when the
+// owner handed stream 1 over reaches the new socket or the app, in order.
+void KeepsEveryByteInOrderBothWays(int app, const Owner& owner) {
   ASSERT_TRUE(WriteAll(app, "GET-ish head|the body the owner never read|"));
   // The owner reads the head only, as a handler reads a request head, and
   // answers before handing over; more arrives while it does.
-  EXPECT_EQ(replace::ReadExactly(owner, 13), "GET-ish head|");
-  ASSERT_TRUE(WriteAll(owner, "200 from the owner|"));
+  EXPECT_EQ(owner.read_exactly(13), "GET-ish head|");
+  ASSERT_TRUE(owner.write_all("200 from the owner|"));
   ASSERT_TRUE(WriteAll(app, "sent around the hand-over|"));
   auto [upstream, carried] = TcpPair();
-  replace::Done done;
-  ASSERT_TRUE(link.host->Replace(1, owner, carried, done.fn(), std::chrono::seconds(60)));
+  Done done;
+  ASSERT_TRUE(owner.hand_over(carried, done.fn()));
   ASSERT_TRUE(WriteAll(app, "after it"));
   shutdown(app, SHUT_WR);
   std::string big = Pattern(3 << 20, 5);
@@ -794,22 +809,37 @@ TEST(EgressMuxTest, AReplacedStreamKeepsEveryByteInOrderBothWays) {
   close(app);
 }
 
-TEST(EgressMuxTest, TheGuestsEndOfStreamBeforeAReplaceReachesTheNewSocket) {
-  Link link;
-  auto [app, owner] = link.ConnectOnPair(1);
-  ASSERT_GE(owner, 0);
+// TheGuestsEndOfStreamReachesTheNewSocket: an end of stream the owner read
+// before handing over is passed on to the new socket.
+void TheGuestsEndOfStreamReachesTheNewSocket(int app, const Owner& owner) {
   ASSERT_TRUE(WriteAll(app, "all of it"));
   shutdown(app, SHUT_WR);
-  EXPECT_EQ(ReadAll(owner), "all of it");  // and the end of stream
+  EXPECT_EQ(owner.read_all(), "all of it");  // and the end of stream
   auto [upstream, carried] = TcpPair();
-  replace::Done done;
-  ASSERT_TRUE(link.host->Replace(1, owner, carried, done.fn(), std::chrono::seconds(60)));
+  Done done;
+  ASSERT_TRUE(owner.hand_over(carried, done.fn()));
   EXPECT_EQ(ReadAll(upstream), "");  // an end of stream, not a hang
   ASSERT_TRUE(WriteAll(upstream, "answer"));
   close(upstream);
   EXPECT_EQ(ReadAll(app), "answer");
   EXPECT_TRUE(done.WaitOnce());
   close(app);
+}
+
+}  // namespace replace
+
+TEST(EgressMuxTest, AReplacedStreamKeepsEveryByteInOrderBothWays) {
+  Link link;
+  auto [app, owner] = link.ConnectOnPair(1);
+  ASSERT_GE(owner, 0);
+  replace::KeepsEveryByteInOrderBothWays(app, replace::OnPair(link, owner));
+}
+
+TEST(EgressMuxTest, TheGuestsEndOfStreamBeforeAReplaceReachesTheNewSocket) {
+  Link link;
+  auto [app, owner] = link.ConnectOnPair(1);
+  ASSERT_GE(owner, 0);
+  replace::TheGuestsEndOfStreamReachesTheNewSocket(app, replace::OnPair(link, owner));
 }
 
 TEST(EgressMuxTest, AReplacedStreamIdlePastItsLimitIsResetBothWays) {
@@ -1162,47 +1192,14 @@ TEST(EgressPipeTest, AReplacedPipeKeepsEveryByteInOrderBothWays) {
   Link link;
   auto [app, owner] = link.ConnectOnPipe(1);
   ASSERT_NE(owner, nullptr);
-  ASSERT_TRUE(WriteAll(app, "GET-ish head|the body the owner never read|"));
-  EXPECT_EQ(owner->ReadExactly(13), "GET-ish head|");
-  ASSERT_TRUE(owner->WriteAll("200 from the owner|"));
-  ASSERT_TRUE(WriteAll(app, "sent around the hand-over|"));
-  auto [upstream, carried] = TcpPair();
-  replace::Done done;
-  owner->pipe().SetOwnerWake(nullptr);
-  ASSERT_TRUE(link.host->Replace(1, -1, carried, done.fn(), std::chrono::seconds(60)));
-  ASSERT_TRUE(WriteAll(app, "after it"));
-  shutdown(app, SHUT_WR);
-  std::string big = Pattern(3 << 20, 5);
-  std::thread up([&, upstream = upstream] {
-    WriteAll(upstream, big);
-    shutdown(upstream, SHUT_WR);
-  });
-  EXPECT_EQ(ReadAll(upstream),
-            "the body the owner never read|sent around the hand-over|after it");
-  EXPECT_EQ(ReadAll(app), "200 from the owner|" + big);
-  up.join();
-  EXPECT_TRUE(done.WaitOnce());
-  close(upstream);
-  close(app);
+  replace::KeepsEveryByteInOrderBothWays(app, replace::OnPipe(link, owner.get()));
 }
 
 TEST(EgressPipeTest, TheGuestsEndOfStreamBeforeAReplaceOfAPipeReachesTheNewSocket) {
   Link link;
   auto [app, owner] = link.ConnectOnPipe(1);
   ASSERT_NE(owner, nullptr);
-  ASSERT_TRUE(WriteAll(app, "all of it"));
-  shutdown(app, SHUT_WR);
-  EXPECT_EQ(owner->ReadAll(), "all of it");  // and the end of stream
-  auto [upstream, carried] = TcpPair();
-  replace::Done done;
-  owner->pipe().SetOwnerWake(nullptr);
-  ASSERT_TRUE(link.host->Replace(1, -1, carried, done.fn(), std::chrono::seconds(60)));
-  EXPECT_EQ(ReadAll(upstream), "");  // an end of stream, not a hang
-  ASSERT_TRUE(WriteAll(upstream, "answer"));
-  close(upstream);
-  EXPECT_EQ(ReadAll(app), "answer");
-  EXPECT_TRUE(done.WaitOnce());
-  close(app);
+  replace::TheGuestsEndOfStreamReachesTheNewSocket(app, replace::OnPipe(link, owner.get()));
 }
 
 }  // namespace

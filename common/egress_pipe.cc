@@ -29,8 +29,7 @@ void EgressPipe::NotifyMuxLocked() {
   notify_();
 }
 
-ssize_t EgressPipe::Read(char* buf, size_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+ssize_t EgressPipe::CopyLocked(char* buf, size_t n) const {
   size_t have = in_.size() - in_off_;
   if (have == 0) {
     if (in_eof_ || ended_) return 0;
@@ -39,6 +38,14 @@ ssize_t EgressPipe::Read(char* buf, size_t n) {
   }
   size_t k = std::min(n, have);
   memcpy(buf, in_.data() + in_off_, k);
+  return static_cast<ssize_t>(k);
+}
+
+ssize_t EgressPipe::Read(char* buf, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ssize_t r = CopyLocked(buf, n);
+  if (r <= 0) return r;
+  size_t k = static_cast<size_t>(r);
   in_off_ += k;
   if (in_off_ == in_.size()) {
     in_.clear();
@@ -51,15 +58,7 @@ ssize_t EgressPipe::Read(char* buf, size_t n) {
 
 ssize_t EgressPipe::Peek(char* buf, size_t n) const {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t have = in_.size() - in_off_;
-  if (have == 0) {
-    if (in_eof_ || ended_) return 0;
-    errno = EAGAIN;
-    return -1;
-  }
-  size_t k = std::min(n, have);
-  memcpy(buf, in_.data() + in_off_, k);
-  return static_cast<ssize_t>(k);
+  return CopyLocked(buf, n);
 }
 
 ssize_t EgressPipe::Write(const char* data, size_t n) {

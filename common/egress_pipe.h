@@ -101,6 +101,8 @@ class EgressPipe {
   // (the peer's to `unread`, the owner's to `unsent`).
   void Detach(std::string* unread, std::string* unsent);
 
+  // CopyLocked is Peek under the lock.
+  ssize_t CopyLocked(char* buf, size_t n) const;
   void WakeOwnerLocked();
   void NotifyMuxLocked();
 

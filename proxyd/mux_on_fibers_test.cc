@@ -24,6 +24,7 @@
 #include "common/egress_transport.h"
 #include "common/fd_io.h"
 #include "common/testing/harness.h"
+#include "common/testing/sockets.h"
 #include "gtest/gtest.h"
 #include "proxyd/fibers.h"
 #include "proxyd/mux_runner.h"
@@ -397,18 +398,8 @@ class Sandbox {
   }
   // Connect opens a guest connection: the guest app's end (a TCP socket).
   int Connect(uint64_t id) {
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(listen(l, 1), 0);
-    socklen_t len = sizeof(a);
-    getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
-    int app = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    EXPECT_EQ(connect(app, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    int carried = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
-    close(l);
+    auto [app, carried] = testing::LoopbackTcpPair();
+    EXPECT_GE(app, 0);
     agent::v1::EgressFrame open;
     open.mutable_open()->set_via(agent::v1::EGRESS_FORWARD);
     EXPECT_TRUE(guest_->Open(id, carried, &open));
