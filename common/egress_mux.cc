@@ -158,9 +158,12 @@ void EgressMux::Refuse(Command& c) {
 }
 
 void EgressMux::Nudge() {
-  nudged_ = true;
+  // Written first: a loop that sees the flag finds the count to read (a
+  // flag seen before the write would leave the descriptor readable and
+  // unread, and the loop's waits would end at once).
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
+  nudged_ = true;
 }
 
 bool EgressMux::Push(Command c) {
@@ -168,8 +171,12 @@ bool EgressMux::Push(Command c) {
   {
     std::unique_lock<std::mutex> lock(cmd_mu_);
     // Checked with the push: an Open that loses the race with Stop is
-    // reset here, never left in a queue no one drains.
-    if (stopping_ || queued_bytes_ > kEgressMaxQueued) {
+    // reset here, never left in a queue no one drains. A pipe's notice
+    // and a reset carry nothing and are at most one per stream: past the
+    // queue's bound they still go (a refused notice would leave its pipe
+    // silent for good, a refused reset would end a stream as an eof).
+    bool small = c.kind == Command::kPipe || c.kind == Command::kReset;
+    if (stopping_ || (queued_bytes_ > kEgressMaxQueued && !small)) {
       lock.unlock();
       if (c.kind == Command::kOpen || c.kind == Command::kReplace) Refuse(c);
       return false;
@@ -656,11 +663,19 @@ void EgressMux::ReadPipe(Stream& s) {
       for (size_t i = 0; i < count; ++i) Emit(std::move(frames[i]));
     }
     if (ended) {
-      EgressFrame f = Frame(s.id);
+      // As at a socket's end (ReadFrom): a Reset the owner asked for
+      // before it ended comes first, so it is never sent as an eof (a
+      // send above may have let the owner run meanwhile).
+      uint64_t id = s.id;
+      DrainCommands();
+      auto it = streams_.find(id);
+      if (it == streams_.end() || !it->second->pipe) return;
+      Stream& still = *it->second;
+      EgressFrame f = Frame(id);
       f.set_eof(true);
       Emit(std::move(f));
-      s.read_done = true;
-      MaybeFinish(s.id);  // may end `s`
+      still.read_done = true;
+      MaybeFinish(id);  // may end the stream
       return;
     }
     // Nothing more now, or the credit is spent (the peer's window frame
@@ -774,6 +789,9 @@ void EgressMux::ApplyReplace(Command& c) {
   std::string unread;
   if (s.pipe) {
     std::string unsent;
+    // What the owner read and the mux has not yet credited is credited
+    // with the first write to fd (WriteTo, below).
+    s.written += s.pipe->Look();
     s.pipe->Detach(&unread, &unsent);
     s.pipe.reset();
     ++sockets_;

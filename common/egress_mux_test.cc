@@ -1188,6 +1188,37 @@ TEST(EgressPipeTest, APipeOpenedAfterStopHasEnded) {
   EXPECT_EQ(errno, EPIPE);
 }
 
+TEST(EgressPipeTest, BytesTheOwnerReadBeforeAHandoverAreCreditedBackToo) {
+  // 200 KiB from the peer: the owner reads 60 KiB (less than a credit
+  // notice) and hands over; the new socket takes the rest. The peer gets
+  // all 200 KiB back as credit, none lost to the handover.
+  Recorder transport;
+  EgressMux mux(transport.send());
+  PipeOwner owner(mux.OpenPipe(1));
+  const std::string sent = Pattern(200 * 1024, 9);
+  for (size_t off = 0; off < sent.size(); off += kEgressMaxFrame) {
+    EgressFrame f;
+    f.set_id(1);
+    f.set_data(sent.substr(off, kEgressMaxFrame));
+    ASSERT_TRUE(mux.Deliver(f));
+  }
+  EXPECT_EQ(owner.ReadExactly(60 * 1024), sent.substr(0, 60 * 1024));
+  auto [upstream, carried] = TcpPair();
+  replace::Done done;
+  owner.pipe().SetOwnerWake(nullptr);
+  ASSERT_TRUE(mux.Replace(1, -1, carried, done.fn(), std::chrono::seconds(60)));
+  EXPECT_EQ(replace::ReadExactly(upstream, sent.size() - 60 * 1024), sent.substr(60 * 1024));
+  uint64_t credited = 0;
+  for (int i = 0; i < 400 && credited < sent.size(); ++i) {
+    credited = 0;
+    for (const EgressFrame& f : transport.frames()) credited += f.window();
+    if (credited < sent.size()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(credited, sent.size());
+  close(upstream);
+  mux.Stop();
+}
+
 TEST(EgressPipeTest, AReplacedPipeKeepsEveryByteInOrderBothWays) {
   Link link;
   auto [app, owner] = link.ConnectOnPipe(1);

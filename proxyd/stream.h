@@ -102,9 +102,9 @@ class Stream {
                          int timeout_ms);
 
   int fd_;
+  SocketSet* sockets_;
   std::shared_ptr<EgressPipe> pipe_;
   std::shared_ptr<Waker> waker_;  // a pipe's, woken by its mux
-  SocketSet* sockets_;
   std::chrono::milliseconds timeout_ = kStreamTimeout;
   UniqueSsl ssl_;
   std::string unread_;
@@ -115,7 +115,7 @@ class Stream {
 // WaitStreams waits until one of `streams` is ready for its `events`
 // (POLLIN, POLLOUT; 0 leaves it out) or `timeout_ms` (-1: no limit)
 // passed, and says in `ready` which: how many are ready, 0 at the time
-// limit. At most one of them may be a pipe's stream.
+// limit. At most four streams, and at most one of them a pipe's.
 int WaitStreams(Stream* const* streams, const short* events, short* ready, size_t n,
                 int timeout_ms);
 
