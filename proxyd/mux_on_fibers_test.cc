@@ -29,6 +29,7 @@
 #include "proxyd/fibers.h"
 #include "proxyd/mux_runner.h"
 #include "proxyd/stream.h"
+#include "proxyd/test_tls.h"
 #include "proxyd/tls.h"
 
 namespace airlock::proxyd {
@@ -464,20 +465,17 @@ TEST(PipeStreamTest, AHandlersStreamOnAPipeCarriesManyWindowsBothWaysAndItsEnds)
 
 TEST(PipeStreamTest, TlsWithTheGuestsClientRunsOverThePipe) {
   signal(SIGPIPE, SIG_IGN);
-  airlock::testing::ShortTempDir dir;
-  auto ca = CertificateAuthority::LoadOrCreate(dir.path());
-  ASSERT_TRUE(ca.ok()) << ca.status();
-  auto server_ctx = (*ca)->ServerContextFor("a.example.test");
-  ASSERT_TRUE(server_ctx.ok()) << server_ctx.status();
-  auto client_ctx = MakeUpstreamContext({dir.path() + "/ca.crt"});
-  ASSERT_TRUE(client_ctx.ok()) << client_ctx.status();
+  TestTls tls;
+  ASSERT_NO_FATAL_FAILURE(MakeTestTls("a.example.test", &tls));
+  SSL_CTX* server_ctx = tls.server.get();
+  SSL_CTX* client_ctx = tls.client.get();
   FiberLoops loops(1, 1);
   std::string heard;
   {
     Sandbox box(&loops, [&](Stream& s) {
       BIO* bio = s.NewBio();
       ASSERT_NE(bio, nullptr);
-      auto ssl = AcceptClientTls(server_ctx->get(), bio, [&s](short ev) { return s.Wait(ev); });
+      auto ssl = AcceptClientTls(server_ctx, bio, [&s](short ev) { return s.Wait(ev); });
       ASSERT_TRUE(ssl.ok()) << ssl.status();
       s.StartTls(std::move(*ssl));
       char buf[256];
@@ -487,7 +485,7 @@ TEST(PipeStreamTest, TlsWithTheGuestsClientRunsOverThePipe) {
       s.ShutdownWrite();
     });
     int app = box.Connect(3);
-    auto ssl = StartUpstreamTls(client_ctx->get(), app, "a.example.test");
+    auto ssl = StartUpstreamTls(client_ctx, app, "a.example.test");
     ASSERT_TRUE(ssl.ok()) << ssl.status();
     ASSERT_EQ(SSL_write(ssl->get(), "hello", 5), 5);
     char buf[256];

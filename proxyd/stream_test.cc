@@ -16,6 +16,7 @@
 #include "common/testing/harness.h"
 #include "gtest/gtest.h"
 #include "proxyd/fibers.h"
+#include "proxyd/test_tls.h"
 #include "proxyd/tls.h"
 
 namespace airlock::proxyd {
@@ -37,13 +38,10 @@ struct TlsPair {
 
 TEST(StreamTest, AFailedTlsConnectionLeavesNothingForAnotherOnTheSameLoop) {
   signal(SIGPIPE, SIG_IGN);
-  airlock::testing::ShortTempDir dir;
-  auto ca = CertificateAuthority::LoadOrCreate(dir.path());
-  ASSERT_TRUE(ca.ok()) << ca.status();
-  auto server_ctx = (*ca)->ServerContextFor("a.example.test");
-  ASSERT_TRUE(server_ctx.ok()) << server_ctx.status();
-  auto client_ctx = MakeUpstreamContext({dir.path() + "/ca.crt"});
-  ASSERT_TRUE(client_ctx.ok()) << client_ctx.status();
+  TestTls tls;
+  ASSERT_NO_FATAL_FAILURE(MakeTestTls("a.example.test", &tls));
+  SSL_CTX* server_ctx = tls.server.get();
+  SSL_CTX* client_ctx = tls.client.get();
 
   TlsPair a, b;
   std::atomic<bool> b_failed{false};
@@ -52,7 +50,7 @@ TEST(StreamTest, AFailedTlsConnectionLeavesNothingForAnotherOnTheSameLoop) {
   // B's client goes away without close_notify: its fiber's read fails,
   // and OpenSSL queues why on the loop's thread.
   ASSERT_TRUE(loops.Spawn([&] {
-    auto ssl = AcceptClientTls(server_ctx->get(), b.server);
+    auto ssl = AcceptClientTls(server_ctx, b.server);
     ASSERT_TRUE(ssl.ok()) << ssl.status();
     Stream s(b.server);
     s.StartTls(std::move(*ssl));
@@ -64,7 +62,7 @@ TEST(StreamTest, AFailedTlsConnectionLeavesNothingForAnotherOnTheSameLoop) {
   // A reads only after that, with nothing there yet: its read must wait,
   // not take B's failure for its own.
   ASSERT_TRUE(loops.Spawn([&] {
-    auto ssl = AcceptClientTls(server_ctx->get(), a.server);
+    auto ssl = AcceptClientTls(server_ctx, a.server);
     ASSERT_TRUE(ssl.ok()) << ssl.status();
     Stream s(a.server);
     s.set_timeout(std::chrono::seconds(10));
@@ -76,12 +74,12 @@ TEST(StreamTest, AFailedTlsConnectionLeavesNothingForAnotherOnTheSameLoop) {
     s.Release();
   }));
   std::thread client_b([&] {
-    auto ssl = StartUpstreamTls(client_ctx->get(), b.client, "a.example.test");
+    auto ssl = StartUpstreamTls(client_ctx, b.client, "a.example.test");
     ASSERT_TRUE(ssl.ok()) << ssl.status();
     shutdown(b.client, SHUT_RDWR);  // no close_notify
   });
   std::thread client_a([&] {
-    auto ssl = StartUpstreamTls(client_ctx->get(), a.client, "a.example.test");
+    auto ssl = StartUpstreamTls(client_ctx, a.client, "a.example.test");
     ASSERT_TRUE(ssl.ok()) << ssl.status();
     for (int i = 0; i < 2000 && !b_failed; ++i) std::this_thread::sleep_for(milliseconds(5));
     std::this_thread::sleep_for(milliseconds(200));
