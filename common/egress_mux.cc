@@ -517,17 +517,7 @@ void EgressMux::ReadFrom(Stream& s) {
     ssize_t n = read(s.fd, buf.data(), want);
     if (n > 0) {
       if (s.idle.count() > 0) s.last_active = std::chrono::steady_clock::now();
-      // Every frame takes its bytes before the first Emit: an Emit may
-      // send, and a send that waits lets the owner's other fibers run
-      // (proxyd), among them another sandbox's mux, which reads into
-      // this same thread's buffer.
-      EgressFrame frames[kEgressMaxRead / kEgressMaxFrame];
-      size_t count = 0;
-      for (size_t off = 0; off < static_cast<size_t>(n); off += kEgressMaxFrame) {
-        frames[count] = Frame(s.id);
-        frames[count++].set_data(buf.data() + off, std::min<size_t>(n - off, kEgressMaxFrame));
-      }
-      for (size_t i = 0; i < count; ++i) Emit(std::move(frames[i]));
+      EmitData(s.id, buf.data(), static_cast<size_t>(n));
       s.send_credit -= n;
       // A short read of a local socket took all the bytes it had; only an
       // end of stream may follow them, and then it was in the edge. TCP
@@ -543,25 +533,43 @@ void EgressMux::ReadFrom(Stream& s) {
       s.readable = false;
       return;
     }
-    uint64_t id = s.id;
     if (n < 0) {
-      Abort(id, true);
+      Abort(s.id, true);
       return;
     }
-    // End of stream: a Reset asked for before the socket was closed comes
-    // first, so a handler's reset is never sent as an eof.
-    DrainCommands();
-    auto it = streams_.find(id);
-    if (it == streams_.end()) return;
-    Stream& still = *it->second;
-    EgressFrame f = Frame(id);
-    f.set_eof(true);
-    Emit(std::move(f));
-    still.read_done = true;
-    still.readable = false;
-    MaybeFinish(id);
+    EndOfStream(s.id, /*piped=*/false);
     return;
   }
+}
+
+void EgressMux::EmitData(uint64_t id, const char* data, size_t n) {
+  // Every frame takes its bytes before the first Emit: an Emit may send,
+  // and a send that waits lets the owner's other fibers run (proxyd),
+  // among them another sandbox's mux, which reads into this same
+  // thread's buffer.
+  EgressFrame frames[kEgressMaxRead / kEgressMaxFrame];
+  size_t count = 0;
+  for (size_t off = 0; off < n; off += kEgressMaxFrame) {
+    frames[count] = Frame(id);
+    frames[count++].set_data(data + off, std::min<size_t>(n - off, kEgressMaxFrame));
+  }
+  for (size_t i = 0; i < count; ++i) Emit(std::move(frames[i]));
+}
+
+void EgressMux::EndOfStream(uint64_t id, bool piped) {
+  // A Reset asked for before the local end ended comes first (a socket
+  // closed, a pipe's owner gone meanwhile, while a send of this turn
+  // waited), so a handler's reset is never sent as an eof.
+  DrainCommands();
+  auto it = streams_.find(id);
+  if (it == streams_.end() || (it->second->pipe != nullptr) != piped) return;
+  Stream& still = *it->second;
+  EgressFrame f = Frame(id);
+  f.set_eof(true);
+  Emit(std::move(f));
+  still.read_done = true;
+  still.readable = false;
+  MaybeFinish(id);  // may end the stream
 }
 
 bool EgressMux::SendOut(Stream& s) {
@@ -647,35 +655,16 @@ void EgressMux::ReadPipe(Stream& s) {
     if (!took.empty()) {
       if (s.idle.count() > 0) s.last_active = std::chrono::steady_clock::now();
       s.send_credit -= took.size();
-      // As in ReadFrom: every frame has its bytes before the first Emit.
-      EgressFrame frames[kEgressMaxRead / kEgressMaxFrame];
-      size_t count = 0;
       if (took.size() <= kEgressMaxFrame) {
-        frames[count] = Frame(s.id);
-        frames[count++].mutable_data()->swap(took);
+        EgressFrame f = Frame(s.id);
+        f.mutable_data()->swap(took);
+        Emit(std::move(f));
       } else {
-        for (size_t off = 0; off < took.size(); off += kEgressMaxFrame) {
-          frames[count] = Frame(s.id);
-          frames[count++].set_data(took.data() + off,
-                                   std::min<size_t>(took.size() - off, kEgressMaxFrame));
-        }
+        EmitData(s.id, took.data(), took.size());
       }
-      for (size_t i = 0; i < count; ++i) Emit(std::move(frames[i]));
     }
     if (ended) {
-      // As at a socket's end (ReadFrom): a Reset the owner asked for
-      // before it ended comes first, so it is never sent as an eof (a
-      // send above may have let the owner run meanwhile).
-      uint64_t id = s.id;
-      DrainCommands();
-      auto it = streams_.find(id);
-      if (it == streams_.end() || !it->second->pipe) return;
-      Stream& still = *it->second;
-      EgressFrame f = Frame(id);
-      f.set_eof(true);
-      Emit(std::move(f));
-      still.read_done = true;
-      MaybeFinish(id);  // may end the stream
+      EndOfStream(s.id, /*piped=*/true);
       return;
     }
     // Nothing more now, or the credit is spent (the peer's window frame

@@ -207,6 +207,12 @@ class EgressMux {
   // ReadPipe takes what a pipe's owner wrote, within the credit, and its
   // end of stream.
   void ReadPipe(Stream& s);
+  // EmitData sends `n` bytes of stream `id` read from its local end, as
+  // frames of at most kEgressMaxFrame.
+  void EmitData(uint64_t id, const char* data, size_t n);
+  // EndOfStream sends stream `id`'s eof once the local end (a socket, or a
+  // pipe when `piped`) ended, after the commands queued before it.
+  void EndOfStream(uint64_t id, bool piped);
   void WriteTo(Stream& s);
   // Credit gives the peer back what was written out (or read from a
   // pipe), in steps of a quarter of the window.
