@@ -5,10 +5,13 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace airlock {
 
@@ -17,6 +20,41 @@ using agent::v1::EgressFrames;
 
 namespace {
 
+// The epoll set's tags besides the streams' ids: the wake-up descriptor,
+// and the owner's watch (no stream is opened with either id).
+constexpr uint64_t kWakeTag = 0;
+constexpr uint64_t kWatchTag = UINT64_MAX;
+// How long a turn waits at most when the owner's watch could not go into
+// the epoll set (out of memory for it): its `ready` runs every turn.
+constexpr int kWatchPollMs = 20;
+// The mux whose watch runs on this thread now: what it passes on is
+// applied in the same turn, so it writes no wake-up.
+thread_local const EgressMux* watching = nullptr;
+
+// A read of a local socket goes straight into the strings of the data
+// frames it becomes (no copy); the strings of the frames a batch sent are
+// kept for the next reads of this thread's muxes: at most kSpareFrames of
+// about kEgressMaxFrame bytes each, taken whole (a fiber that waits while
+// it holds some shares nothing with the next).
+constexpr size_t kSpareFrames = 8;
+thread_local std::vector<std::string> spare_frames;
+
+std::string TakeFrameBuffer(size_t n) {
+  std::string s;
+  if (!spare_frames.empty()) {
+    s = std::move(spare_frames.back());
+    spare_frames.pop_back();
+  }
+  s.resize(n);  // fills only past what it held before
+  return s;
+}
+
+void KeepFrameBuffer(std::string&& s) {
+  if (spare_frames.size() < kSpareFrames && s.capacity() >= kEgressMaxFrame &&
+      s.capacity() <= 2 * kEgressMaxFrame) {
+    spare_frames.push_back(std::move(s));
+  }
+}
 
 void CloseWithReset(int fd) {
   linger l = {1, 0};
@@ -87,7 +125,7 @@ EgressMux::EgressMux(Send send, uint32_t widen_to, EgressMuxRunner runner)
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = 0;
+  ev.data.u64 = kWakeTag;
   if (epoll_fd_ < 0 || wake_fd_ < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
     // Out of descriptors: a mux that carries nothing (every Open is reset).
     stopping_ = true;
@@ -187,8 +225,15 @@ bool EgressMux::Push(Command c) {
     wake = commands_.empty();
     commands_.push_back(std::move(c));
   }
-  if (wake && !(runner_.wake && runner_.wake())) Nudge();
+  if (wake && watching != this && !(runner_.wake && runner_.wake())) Nudge();
   return true;
+}
+
+bool EgressMux::Watch(std::vector<int> fds, std::function<bool()> ready) {
+  Command c{Command::kWatch};
+  c.fds = std::move(fds);
+  c.ready = std::move(ready);
+  return Push(std::move(c));
 }
 
 bool EgressMux::Open(uint64_t id, int fd, const EgressFrame* announce) {
@@ -267,6 +312,7 @@ void EgressMux::Loop() {
       if (stopping_) break;
     }
     int timeout = idle_limits_ ? static_cast<int>(idle_check_every_.count()) : -1;
+    if (watch_polled_ && (timeout < 0 || timeout > kWatchPollMs)) timeout = kWatchPollMs;
     if (runner_.wait) {
       // The owner's loop waits on this epoll set (readable when an event
       // is ready) and goes on with its other work meanwhile.
@@ -274,24 +320,28 @@ void EgressMux::Loop() {
       timeout = 0;
     }
     int n = 0;
-    if (!runner_.wait || sockets_ > 0) {
+    if (!runner_.wait || sockets_ > 0 || !watch_fds_.empty()) {
       n = epoll_wait(epoll_fd_, events, 64, timeout);
       if (n < 0 && errno != EINTR) n = 0;
     } else if (nudged_.exchange(false)) {
       // Only pipes: nothing but the wake-up descriptor is in the set, and
       // it is read only when it was written (proxyd's fibers wake the
       // mux without it, turn after turn).
-      events[n++].data.u64 = 0;
+      events[n++].data.u64 = kWakeTag;
     }
     // The wake-up is taken before the commands: one written after this
     // read has its command still queued, and stays for the next turn.
+    // The watch runs before them too: what it passes on is applied now.
+    bool watched = watch_polled_;
     for (int i = 0; i < n; ++i) {
-      if (events[i].data.u64 == 0) {
+      if (events[i].data.u64 == kWakeTag) {
         uint64_t count;
         (void)!read(wake_fd_, &count, sizeof(count));
-        break;
+      } else if (events[i].data.u64 == kWatchTag) {
+        watched = true;
       }
     }
+    if (watched) RunWatch(/*in_turn=*/true);
     DrainCommands();
     if (idle_limits_) ResetIdle();
     {
@@ -300,7 +350,7 @@ void EgressMux::Loop() {
     }
     for (int i = 0; i < n; ++i) {
       uint64_t id = events[i].data.u64;
-      if (id == 0) continue;
+      if (id == kWakeTag || id == kWatchTag) continue;
       uint32_t got = events[i].events;
       auto it = streams_.find(id);
       if (it == streams_.end()) continue;
@@ -383,10 +433,42 @@ void EgressMux::WriteDue() {
   }
 }
 
+void EgressMux::ApplyWatch(Command& c) {
+  for (int fd : watch_fds_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  watch_fds_.clear();
+  watch_polled_ = false;
+  watch_ready_ = std::move(c.ready);
+  for (int fd : c.fds) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kWatchTag;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0) {
+      watch_fds_.push_back(fd);
+    } else {
+      watch_polled_ = true;
+    }
+  }
+  // Whatever came before the watch was set is read now; this turn's
+  // commands were taken already, so what it passes on wakes the next.
+  RunWatch(/*in_turn=*/false);
+}
+
+void EgressMux::RunWatch(bool in_turn) {
+  if (!watch_ready_) return;
+  if (in_turn) watching = this;
+  bool more = watch_ready_();
+  watching = nullptr;
+  if (more) return;
+  for (int fd : watch_fds_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  watch_fds_.clear();
+  watch_polled_ = false;
+  watch_ready_ = nullptr;
+}
+
 void EgressMux::Apply(Command& c) {
   switch (c.kind) {
     case Command::kOpen: {
-      if (closed_ || c.id == 0 || streams_.count(c.id) != 0) {
+      if (closed_ || c.id == kWakeTag || c.id == kWatchTag || streams_.count(c.id) != 0) {
         Refuse(c);
         return;
       }
@@ -432,6 +514,9 @@ void EgressMux::Apply(Command& c) {
       for (uint64_t id : ids) Abort(id, false);
       return;
     }
+    case Command::kWatch:
+      ApplyWatch(c);
+      return;
     case Command::kDeliver:
       break;
   }
@@ -508,16 +593,34 @@ void EgressMux::ReadFrom(Stream& s) {
     ReadPipe(s);
     return;
   }
-  static thread_local std::string buf;
+  constexpr size_t kParts = kEgressMaxRead / kEgressMaxFrame;
   // Until the socket has nothing more (an edge comes with the next
   // bytes), the credit is spent, or the end.
   while (!s.read_done && s.send_credit > 0 && s.held.empty()) {
     size_t want = std::min<uint64_t>(s.send_credit, kEgressMaxRead);
-    if (buf.size() < want) buf.resize(kEgressMaxRead);
-    ssize_t n = read(s.fd, buf.data(), want);
+    std::string parts[kParts];
+    iovec iov[kParts];
+    size_t count = 0;
+    for (size_t off = 0; off < want; off += kEgressMaxFrame, ++count) {
+      parts[count] = TakeFrameBuffer(std::min(want - off, kEgressMaxFrame));
+      iov[count] = {parts[count].data(), parts[count].size()};
+    }
+    ssize_t n = readv(s.fd, iov, static_cast<int>(count));
     if (n > 0) {
       if (s.idle.count() > 0) s.last_active = std::chrono::steady_clock::now();
-      EmitData(s.id, buf.data(), static_cast<size_t>(n));
+      // Every frame takes its bytes before the first Emit (an Emit may
+      // send, and a send may wait).
+      EgressFrame frames[kParts];
+      size_t left = static_cast<size_t>(n), used = 0;
+      for (; used < count && left > 0; ++used) {
+        size_t k = std::min(left, parts[used].size());
+        parts[used].resize(k);
+        frames[used] = Frame(s.id);
+        frames[used].set_data(std::move(parts[used]));
+        left -= k;
+      }
+      for (size_t i = used; i < count; ++i) KeepFrameBuffer(std::move(parts[i]));
+      for (size_t i = 0; i < used; ++i) Emit(std::move(frames[i]));
       s.send_credit -= n;
       // A short read of a local socket took all the bytes it had; only an
       // end of stream may follow them, and then it was in the edge. TCP
@@ -528,6 +631,7 @@ void EgressMux::ReadFrom(Stream& s) {
       }
       continue;
     }
+    for (size_t i = 0; i < count; ++i) KeepFrameBuffer(std::move(parts[i]));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) {
       s.readable = false;
@@ -545,8 +649,7 @@ void EgressMux::ReadFrom(Stream& s) {
 void EgressMux::EmitData(uint64_t id, const char* data, size_t n) {
   // Every frame takes its bytes before the first Emit: an Emit may send,
   // and a send that waits lets the owner's other fibers run (proxyd),
-  // among them another sandbox's mux, which reads into this same
-  // thread's buffer.
+  // which may reuse the bytes' buffer.
   EgressFrame frames[kEgressMaxRead / kEgressMaxFrame];
   size_t count = 0;
   for (size_t off = 0; off < n; off += kEgressMaxFrame) {
@@ -755,6 +858,9 @@ void EgressMux::Flush() {
   // The transport broke: nothing more can reach the peer. The streams end
   // at the end of the loop's turn (callers may hold one).
   if (!send_(outbox_)) broken_ = true;
+  for (EgressFrame& f : *outbox_.mutable_frames()) {
+    if (f.kind_case() == EgressFrame::kData) KeepFrameBuffer(std::move(*f.mutable_data()));
+  }
   outbox_.Clear();
   outbox_bytes_ = 0;
 }

@@ -143,6 +143,16 @@ class EgressMux {
   // reset, window). Frames for streams that have ended are dropped. False
   // as for Post: the owner should then end the transport.
   bool Deliver(agent::v1::EgressFrame frame);
+  // Watch has the mux's loop run `ready` in every turn in which one of
+  // `fds` is readable (level-triggered), before the turn's commands are
+  // applied: what `ready` passes on (Deliver, Post, Reset) is applied in
+  // that turn, with no wake-up. An owner reads its transport there
+  // instead of on a thread of its own, so a message's frames reach their
+  // sockets on the thread that reads it. `ready` returns false to be
+  // called no more. One watch at a time (a new one replaces it); false
+  // when the mux is stopped. The descriptors stay the caller's, open
+  // until Stop returned.
+  bool Watch(std::vector<int> fds, std::function<bool()> ready);
   // Close resets every stream and refuses new ones (the transport ended).
   void Close();
   // Stop closes and waits for the mux's loop to end; Send is never called
@@ -157,7 +167,7 @@ class EgressMux {
   struct Stream;
   struct Command {
     // kPipe: the owner of stream `id`'s pipe wrote, read or ended.
-    enum Kind { kOpen, kReplace, kReset, kPost, kDeliver, kClose, kPipe } kind;
+    enum Kind { kOpen, kReplace, kReset, kPost, kDeliver, kClose, kPipe, kWatch } kind;
     uint64_t id = 0;
     int fd = -1;
     std::shared_ptr<EgressPipe> pipe;  // kOpen of a pipe
@@ -169,6 +179,9 @@ class EgressMux {
     agent::v1::EgressFrame frame;
     bool announce = false;
     size_t bytes = 0;  // counted against kEgressMaxQueued
+    // kWatch: the descriptors and what runs when one is readable.
+    std::vector<int> fds;
+    std::function<bool()> ready;
   };
 
   void Loop();
@@ -190,6 +203,12 @@ class EgressMux {
   // frames of one stream go to its socket in one send, not one each.
   void WriteDue();
   void Apply(Command& c);
+  // ApplyWatch puts a watch's descriptors in the epoll set in place of the
+  // last one's; RunWatch runs its `ready` and drops it when that says so
+  // (`in_turn`: before the turn's DrainCommands, which applies what it
+  // passed on without a wake-up).
+  void ApplyWatch(Command& c);
+  void RunWatch(bool in_turn);
   void ApplyReplace(Command& c);
   // DrainPair moves what is in the socket pair a Replace ends: the
   // owner's unsent bytes to s.held, the ones it did not read to `unread`,
@@ -207,7 +226,7 @@ class EgressMux {
   // ReadPipe takes what a pipe's owner wrote, within the credit, and its
   // end of stream.
   void ReadPipe(Stream& s);
-  // EmitData sends `n` bytes of stream `id` read from its local end, as
+  // EmitData sends `n` bytes of stream `id` a pipe's owner wrote, as
   // frames of at most kEgressMaxFrame.
   void EmitData(uint64_t id, const char* data, size_t n);
   // EndOfStream sends stream `id`'s eof once the local end (a socket, or a
@@ -248,6 +267,13 @@ class EgressMux {
   std::map<uint64_t, std::unique_ptr<Stream>> streams_;
   bool closed_ = false;
   size_t sockets_ = 0;  // streams on a socket (in the epoll set), not a pipe
+  // The owner's watch (Watch): its descriptors, in the epoll set, and
+  // what runs when one is readable. `watch_polled_`: the set did not take
+  // them, so `watch_ready_` runs every turn and a turn waits at most
+  // kWatchPollMs.
+  std::vector<int> watch_fds_;
+  std::function<bool()> watch_ready_;
+  bool watch_polled_ = false;
   uint64_t widened_ = 0;      // of kEgressWideningBudget, given to streams
   std::vector<uint64_t> credited_;  // streams with new credit and bytes to read
   std::vector<uint64_t> unwritten_;  // streams with data to write (WriteDue)

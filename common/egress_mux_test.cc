@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <condition_variable>
 #include <chrono>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/string_view.h"
@@ -51,6 +53,19 @@ std::string ReadAll(int fd, int* error = nullptr) {
     if (n <= 0) return out;
     out.append(buf, n);
   }
+}
+
+// ReadExactly reads `n` bytes (fewer at an end or error).
+std::string ReadExactly(int fd, size_t n) {
+  std::string out;
+  char buf[256];
+  while (out.size() < n) {
+    ssize_t r = read(fd, buf, std::min(sizeof(buf), n - out.size()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    out.append(buf, r);
+  }
+  return out;
 }
 
 std::string Pattern(size_t n, int seed) {
@@ -725,6 +740,86 @@ TEST(EgressMuxTest, AnOpenAfterStopIsResetNotLeaked) {
 }
 
 
+// An owner's watch (Watch): its transport read on the mux's own loop.
+TEST(EgressMuxTest, AWatchRunsOnTheLoopWhileItsDescriptorIsReadableAndWhatItDeliversIsWritten) {
+  std::mutex mu;
+  std::set<std::thread::id> send_threads, ready_threads;
+  EgressMux mux([&](const EgressFrames&) {
+    std::lock_guard<std::mutex> lock(mu);
+    send_threads.insert(std::this_thread::get_id());
+    return true;
+  });
+  auto [app, carried] = TcpPair();
+  ASSERT_TRUE(mux.Open(1, carried));
+  int signal[2];
+  ASSERT_EQ(pipe2(signal, O_CLOEXEC | O_NONBLOCK), 0);
+  // Readable before the watch is set: it runs at once.
+  ASSERT_EQ(write(signal[1], "x", 1), 1);
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(mux.Watch({signal[0]}, [&] {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ready_threads.insert(std::this_thread::get_id());
+    }
+    // Level-triggered: the byte left unread calls it again.
+    if (++calls < 3) return true;
+    char c;
+    while (read(signal[0], &c, 1) == 1) {
+    }
+    EgressFrame f;
+    f.set_id(1);
+    f.set_data("from the transport");
+    EXPECT_TRUE(mux.Deliver(std::move(f)));
+    return true;
+  }));
+  EXPECT_EQ(ReadExactly(app, 18), "from the transport");
+  EXPECT_EQ(calls.load(), 3) << "not called while nothing is readable";
+  ASSERT_EQ(write(signal[1], "y", 1), 1);
+  for (int i = 0; i < 200 && calls.load() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(calls.load(), 4);
+  EXPECT_EQ(ReadExactly(app, 18), "from the transport");
+  // Something for the mux to send.
+  ASSERT_TRUE(WriteAll(app, "up"));
+  auto sent = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !send_threads.empty();
+  };
+  for (int i = 0; i < 400 && !sent(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  mux.Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(ready_threads.size(), 1u);
+  EXPECT_EQ(ready_threads, send_threads) << "the watch ran on the thread that sends";
+  close(app);
+  close(signal[0]);
+  close(signal[1]);
+}
+
+TEST(EgressMuxTest, AWatchThatSaysNoMoreIsNotCalledAgainAndAWatchAfterStopIsRefused) {
+  EgressMux mux([](const EgressFrames&) { return true; });
+  int signal[2];
+  ASSERT_EQ(pipe2(signal, O_CLOEXEC | O_NONBLOCK), 0);
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(mux.Watch({signal[0]}, [&] {
+    ++calls;
+    return false;
+  }));
+  ASSERT_EQ(write(signal[1], "x", 1), 1);
+  for (int i = 0; i < 200 && calls.load() < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(calls.load(), 1) << "the byte is still there, but the watch is gone";
+  mux.Stop();
+  EXPECT_FALSE(mux.Watch({signal[0]}, [] { return true; }));
+  close(signal[0]);
+  close(signal[1]);
+}
+
+
 namespace replace {
 
 // Done counts the runs of a Replace's end.
@@ -741,18 +836,6 @@ struct Done {
     return runs.load() == 1;
   }
 };
-
-std::string ReadExactly(int fd, size_t n) {
-  std::string out;
-  char buf[256];
-  while (out.size() < n) {
-    ssize_t r = read(fd, buf, std::min(sizeof(buf), n - out.size()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    out.append(buf, r);
-  }
-  return out;
-}
 
 // Owner is how a test's handler holds stream 1 before it hands it over:
 // its end of a socket pair, or a pipe.
@@ -1207,7 +1290,7 @@ TEST(EgressPipeTest, BytesTheOwnerReadBeforeAHandoverAreCreditedBackToo) {
   replace::Done done;
   owner.pipe().SetOwnerWake(nullptr);
   ASSERT_TRUE(mux.Replace(1, -1, carried, done.fn(), std::chrono::seconds(60)));
-  EXPECT_EQ(replace::ReadExactly(upstream, sent.size() - 60 * 1024), sent.substr(60 * 1024));
+  EXPECT_EQ(ReadExactly(upstream, sent.size() - 60 * 1024), sent.substr(60 * 1024));
   uint64_t credited = 0;
   for (int i = 0; i < 400 && credited < sent.size(); ++i) {
     credited = 0;

@@ -7,8 +7,10 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +35,40 @@ bool ReadVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
     if ((b & 0x80) == 0) return true;
   }
   return false;
+}
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
+}
+
+void PutVarint(std::string* out, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) out->push_back(static_cast<char>(v | 0x80));
+  out->push_back(static_cast<char>(v));
+}
+
+void PutLength(uint8_t* p, size_t n) {
+  p[0] = static_cast<uint8_t>(n >> 24);
+  p[1] = static_cast<uint8_t>(n >> 16);
+  p[2] = static_cast<uint8_t>(n >> 8);
+  p[3] = static_cast<uint8_t>(n);
+}
+
+// Wire tags of agent.v1.EgressFrames and EgressFrame (field << 3 | type).
+constexpr char kStartTag = 1 << 3 | 2;
+constexpr char kFrameTag = 2 << 3 | 2;
+constexpr char kIdTag = 1 << 3 | 0;
+constexpr char kDataTag = 3 << 3 | 2;
+
+// AppendSerialized appends `m`, whose size was cached, as field `tag`.
+void AppendSerialized(char tag, const google::protobuf::MessageLite& m, std::string* out) {
+  size_t n = m.GetCachedSize();
+  out->push_back(tag);
+  PutVarint(out, n);
+  size_t at = out->size();
+  out->resize(at + n);
+  m.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(&(*out)[at]));
 }
 
 }  // namespace
@@ -74,11 +110,54 @@ bool EncodeEgressMessage(const agent::v1::EgressFrames& message, std::string* ou
   size_t at = out->size();
   out->resize(at + 4 + n);
   auto* p = reinterpret_cast<uint8_t*>(&(*out)[at]);
-  p[0] = static_cast<uint8_t>(n >> 24);
-  p[1] = static_cast<uint8_t>(n >> 16);
-  p[2] = static_cast<uint8_t>(n >> 8);
-  p[3] = static_cast<uint8_t>(n);
+  PutLength(p, n);
   message.SerializeWithCachedSizesToArray(p + 4);
+  return true;
+}
+
+bool EncodeEgressPieces(const agent::v1::EgressFrames& message, std::string* out,
+                        std::vector<EgressDataRef>* refs) {
+  // The fields in the order the serializer writes them (start, then the
+  // frames); ByteSizeLong has cached every frame's size.
+  size_t n = message.ByteSizeLong();
+  if (n > kEgressMaxMessage || message.frames_size() > kEgressMaxFramesPerMessage) return false;
+  size_t at = out->size();
+  size_t first_ref = refs->size();
+  size_t referenced = 0;
+  out->resize(at + 4);
+  if (message.has_start()) AppendSerialized(kStartTag, message.start(), out);
+  for (const agent::v1::EgressFrame& f : message.frames()) {
+    size_t size = f.GetCachedSize();
+    if (f.kind_case() == agent::v1::EgressFrame::kData &&
+        f.data().size() >= kEgressReferencedData) {
+      size_t d = f.data().size();
+      size_t own = (f.id() != 0 ? 1 + VarintSize(f.id()) : 0) + 1 + VarintSize(d);
+      // Only the id and the data: anything else (unknown fields) takes
+      // the serializer's way.
+      if (own + d == size) {
+        out->push_back(kFrameTag);
+        PutVarint(out, size);
+        if (f.id() != 0) {
+          out->push_back(kIdTag);
+          PutVarint(out, f.id());
+        }
+        out->push_back(kDataTag);
+        PutVarint(out, d);
+        refs->push_back({out->size(), &f.data()});
+        referenced += d;
+        continue;
+      }
+    }
+    AppendSerialized(kFrameTag, f, out);
+  }
+  if (out->size() - at - 4 + referenced != n) {
+    // Fields the walk above does not know (a message with unknown fields):
+    // the serializer's bytes, whole.
+    out->resize(at);
+    refs->resize(first_ref);
+    return EncodeEgressMessage(message, out);
+  }
+  PutLength(reinterpret_cast<uint8_t*>(&(*out)[at]), n);
   return true;
 }
 
@@ -174,20 +253,47 @@ bool EgressTransport::Wait(short events, std::chrono::steady_clock::time_point d
 bool EgressTransport::Write(const agent::v1::EgressFrames& message) {
   if (down_) return false;
   out_.clear();
-  if (!EncodeEgressMessage(message, &out_)) {
+  refs_.clear();
+  // A socket's write gathers the bytes of large data frames from where
+  // they are; a virtio port takes every write as a buffer of its own (and
+  // a notice to the host), so it gets one copy, in one write.
+  bool encoded =
+      socket_ ? EncodeEgressPieces(message, &out_, &refs_) : EncodeEgressMessage(message, &out_);
+  if (!encoded) {
     Fail(absl::StrCat("a message of ", message.ByteSizeLong(), " bytes and ",
                       message.frames_size(), " frames is over the limits (", kEgressMaxMessage,
                       " bytes, ", kEgressMaxFramesPerMessage, " frames)"));
     return false;
   }
-  size_t off = 0;
-  while (off < out_.size()) {
+  iov_.clear();
+  size_t from = 0;
+  for (const EgressDataRef& r : refs_) {
+    if (r.at > from) iov_.push_back({&out_[from], r.at - from});
+    iov_.push_back({const_cast<char*>(r.data->data()), r.data->size()});
+    from = r.at;
+  }
+  if (from < out_.size()) iov_.push_back({&out_[from], out_.size() - from});
+  size_t next = 0;  // the first iovec not yet written whole
+  while (next < iov_.size()) {
     if (down_) return false;
     // A socket whose peer left must fail the write, not signal the process.
-    ssize_t n = socket_ ? send(fd_, out_.data() + off, out_.size() - off, MSG_NOSIGNAL)
-                        : write(fd_, out_.data() + off, out_.size() - off);
+    ssize_t n;
+    if (socket_) {
+      msghdr m{};
+      m.msg_iov = &iov_[next];
+      m.msg_iovlen = std::min<size_t>(iov_.size() - next, IOV_MAX);
+      n = sendmsg(fd_, &m, MSG_NOSIGNAL);
+    } else {
+      n = write(fd_, iov_[next].iov_base, iov_[next].iov_len);
+    }
     if (n > 0) {
-      off += static_cast<size_t>(n);
+      for (size_t left = static_cast<size_t>(n); left > 0;) {
+        size_t k = std::min(left, iov_[next].iov_len);
+        iov_[next].iov_base = static_cast<char*>(iov_[next].iov_base) + k;
+        iov_[next].iov_len -= k;
+        left -= k;
+        if (iov_[next].iov_len == 0) ++next;
+      }
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -203,64 +309,85 @@ bool EgressTransport::Write(const agent::v1::EgressFrames& message) {
   return true;
 }
 
+int EgressTransport::TakeMessage(agent::v1::EgressFrames* message, size_t* need) {
+  size_t have = in_end_ - in_start_;
+  *need = 4;
+  if (have < 4) return 0;
+  const auto* p = reinterpret_cast<const uint8_t*>(in_.get() + in_start_);
+  size_t n = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
+  if (n > kEgressMaxMessage) {
+    Fail(absl::StrCat("the peer sent a message of ", n, " bytes, over the limit of ",
+                      kEgressMaxMessage));
+    return -1;
+  }
+  *need = 4 + n;
+  if (have < *need) return 0;
+  const char* body = in_.get() + in_start_ + 4;
+  in_start_ += *need;
+  // Counted before parsing: 4 MiB of empty frames would otherwise be
+  // two million objects.
+  int frames = CountEgressFrames(body, n);
+  if (frames < 0) {
+    Fail("the peer sent a message that does not parse");
+    return -1;
+  }
+  if (frames > kEgressMaxFramesPerMessage) {
+    Fail(absl::StrCat("the peer sent a message of ", frames, " frames, over the limit of ",
+                      kEgressMaxFramesPerMessage));
+    return -1;
+  }
+  if (!message->ParseFromArray(body, static_cast<int>(n))) {
+    Fail("the peer sent a message that does not parse");
+    return -1;
+  }
+  if (in_start_ == in_end_) in_start_ = in_end_ = 0;
+  return 1;
+}
+
+int EgressTransport::ReadMore(size_t need) {
+  // Room for the rest of this message, and a chunk more when it is short.
+  Reserve(std::max(need, kReadChunk));
+  ssize_t r = read(fd_, in_.get() + in_end_, in_cap_ - in_end_);
+  if (r > 0) {
+    in_end_ += static_cast<size_t>(r);
+    return 1;
+  }
+  if (r == 0) {
+    Fail("the peer closed the tunnel");
+    return -1;
+  }
+  if (errno == EINTR) return 1;
+  if (errno == EAGAIN) return 0;
+  Fail(absl::StrCat("read: ", strerror(errno)));
+  return -1;
+}
+
 bool EgressTransport::Read(agent::v1::EgressFrames* message,
                            std::chrono::steady_clock::time_point deadline) {
   while (!down_) {
-    size_t have = in_end_ - in_start_;
-    size_t need = 4;
-    if (have >= 4) {
-      const auto* p = reinterpret_cast<const uint8_t*>(in_.get() + in_start_);
-      size_t n = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
-      if (n > kEgressMaxMessage) {
-        Fail(absl::StrCat("the peer sent a message of ", n, " bytes, over the limit of ",
-                          kEgressMaxMessage));
-        return false;
-      }
-      need = 4 + n;
-      if (have >= need) {
-        const char* body = in_.get() + in_start_ + 4;
-        in_start_ += need;
-        // Counted before parsing: 4 MiB of empty frames would otherwise be
-        // two million objects.
-        int frames = CountEgressFrames(body, n);
-        if (frames < 0) {
-          Fail("the peer sent a message that does not parse");
-          return false;
-        }
-        if (frames > kEgressMaxFramesPerMessage) {
-          Fail(absl::StrCat("the peer sent a message of ", frames, " frames, over the limit of ",
-                            kEgressMaxFramesPerMessage));
-          return false;
-        }
-        if (!message->ParseFromArray(body, static_cast<int>(n))) {
-          Fail("the peer sent a message that does not parse");
-          return false;
-        }
-        if (in_start_ == in_end_) in_start_ = in_end_ = 0;
-        return true;
-      }
-    }
-    // Room for the rest of this message, and a chunk more when it is short.
-    Reserve(std::max(need, kReadChunk));
-    ssize_t r = read(fd_, in_.get() + in_end_, in_cap_ - in_end_);
-    if (r > 0) {
-      in_end_ += static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0) {
-      Fail("the peer closed the tunnel");
-      return false;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN) {
+    size_t need;
+    int took = TakeMessage(message, &need);
+    if (took != 0) return took > 0;
+    int got = ReadMore(need);
+    if (got < 0) return false;
+    if (got == 0) {
       ++read_waits_;
       if (!Wait(POLLIN, deadline)) return false;
-      continue;
     }
-    Fail(absl::StrCat("read: ", strerror(errno)));
-    return false;
   }
   return false;
+}
+
+EgressTransport::Got EgressTransport::TryRead(agent::v1::EgressFrames* message) {
+  while (!down_) {
+    size_t need;
+    int took = TakeMessage(message, &need);
+    if (took != 0) return took > 0 ? Got::kMessage : Got::kEnded;
+    int got = ReadMore(need);
+    if (got < 0) return Got::kEnded;
+    if (got == 0) return Got::kNothing;
+  }
+  return Got::kEnded;
 }
 
 }  // namespace airlock

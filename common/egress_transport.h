@@ -20,6 +20,7 @@
 #define AIRLOCK_COMMON_EGRESS_TRANSPORT_H_
 
 #include <poll.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <chrono>
@@ -27,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "protos/agent/v1/agent.pb.h"
 
@@ -40,6 +42,13 @@ inline constexpr size_t kEgressMaxMessage = 4 << 20;
 // hundred streams), far below what a flood of empty frames would cost.
 inline constexpr int kEgressMaxFramesPerMessage = 16384;
 
+// A data frame's bytes that belong in an encoding at offset `at` of its
+// own bytes: they are not copied there.
+struct EgressDataRef {
+  size_t at;
+  const std::string* data;
+};
+
 class EgressTransport {
  public:
   // Takes `fd` (a connected stream socket, or the guest's virtio port) and
@@ -52,6 +61,8 @@ class EgressTransport {
   EgressTransport& operator=(const EgressTransport&) = delete;
 
   // Write sends one message whole, waiting while the peer does not read.
+  // On a socket the bytes of large data frames go from the message itself
+  // (no copy into a buffer first).
   // False once the transport broke, was shut down, or the message is over
   // the limits. One writer at a time (a reader may run beside it).
   bool Write(const agent::v1::EgressFrames& message);
@@ -61,6 +72,16 @@ class EgressTransport {
   bool Read(agent::v1::EgressFrames* message,
             std::chrono::steady_clock::time_point deadline =
                 std::chrono::steady_clock::time_point::max());
+  // TryRead is Read without waiting: kMessage (in `message`), kNothing
+  // (no whole message has come yet: wait for fd() to be readable), or
+  // kEnded (as when Read returns false).
+  enum class Got { kMessage, kNothing, kEnded };
+  Got TryRead(agent::v1::EgressFrames* message);
+  // What an owner that waits on its own (TryRead) waits for: the
+  // transport's descriptor, readable when bytes came, and one readable
+  // once Shutdown was called.
+  int fd() const { return fd_; }
+  int shutdown_fd() const { return wake_; }
   // Shutdown makes Read and Write return false from now on, from any
   // thread, waking them when they wait; a socket is shut down both ways,
   // so its peer sees the end at once.
@@ -85,6 +106,13 @@ class EgressTransport {
   // growing the buffer); nothing is zero-filled.
   void Reserve(size_t n);
   void Fail(const std::string& why);
+  // TakeMessage parses the next whole message in the buffer: 1, 0 when it
+  // is not whole yet (`need`: the bytes it takes from in_start_), -1 when
+  // it broke the framing (the transport ended).
+  int TakeMessage(agent::v1::EgressFrames* message, size_t* need);
+  // ReadMore reads what the descriptor has: 1 (some, or interrupted), 0
+  // (nothing now), -1 (the end or an error: the transport ended).
+  int ReadMore(size_t need);
 
   int fd_;
   int wake_;  // eventfd: Shutdown's wake-up
@@ -93,7 +121,12 @@ class EgressTransport {
   std::unique_ptr<char[]> in_;
   size_t in_cap_ = 0, in_start_ = 0, in_end_ = 0;
   uint64_t read_waits_ = 0;
+  // The message being written: its own bytes, and where in them the data
+  // of large frames goes (a socket's write gathers those from where they
+  // are, EncodeEgressPieces).
   std::string out_;
+  std::vector<EgressDataRef> refs_;
+  std::vector<iovec> iov_;
   std::atomic<bool> down_{false};
   mutable std::mutex mu_;
   std::string error_;
@@ -102,6 +135,15 @@ class EgressTransport {
 // Encode appends `message`'s wire form (length and bytes) to `out`; false
 // when it is over the limits. For tests and fuzzing.
 bool EncodeEgressMessage(const agent::v1::EgressFrames& message, std::string* out);
+
+// EncodeEgressPieces is EncodeEgressMessage without copying the bytes of
+// data frames of kEgressReferencedData or more: `out` gets everything
+// else, `refs` (appended to, in order) where each such frame's bytes go.
+// Laid end to end they are exactly EncodeEgressMessage's bytes. The refs
+// point into `message`, which must outlive them.
+inline constexpr size_t kEgressReferencedData = 4096;
+bool EncodeEgressPieces(const agent::v1::EgressFrames& message, std::string* out,
+                        std::vector<EgressDataRef>* refs);
 
 // CountEgressFrames counts the `frames` fields of a serialized
 // EgressFrames at its top level without parsing them; -1 when the bytes

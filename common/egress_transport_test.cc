@@ -5,6 +5,7 @@
 // writer whose peer does not read waits instead of failing.
 #include "common/egress_transport.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/fd_io.h"
 #include "gtest/gtest.h"
@@ -206,6 +208,126 @@ TEST_F(EgressTransportTest, AReadWithADeadlineEndsTheTransportWhenNothingCame) {
   EXPECT_FALSE(t.Read(&m, start + std::chrono::milliseconds(300)));
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
   EXPECT_EQ(t.error(), "the peer did not answer in time");
+}
+
+// Pieces laid end to end: the large data frames' bytes spliced in at their
+// offsets, which only grow.
+std::string Joined(const std::string& own, const std::vector<EgressDataRef>& refs) {
+  std::string out;
+  size_t from = 0;
+  for (const EgressDataRef& r : refs) {
+    EXPECT_GE(r.at, from);
+    out.append(own, from, r.at - from);
+    out += *r.data;
+    from = r.at;
+  }
+  out.append(own, from, std::string::npos);
+  return out;
+}
+
+TEST(EgressPiecesTest, LaidEndToEndTheyAreTheSerializersBytes) {
+  std::string big(kEgressReferencedData, 'b'), huge(300000, 'h'), small(kEgressReferencedData - 1, 's');
+  EgressFrames empty;
+  EgressFrames start;
+  start.mutable_start()->set_max_window(1 << 20);
+  start.mutable_start()->set_ca_certificate_pem("pem");
+  EgressFrames mixed = start;
+  mixed.add_frames()->set_data(big);  // id 0: no id field on the wire
+  auto* f = mixed.add_frames();
+  f->set_id(1);
+  f->set_window(7);
+  f = mixed.add_frames();
+  f->set_id(uint64_t{1} << 62);  // a ten-byte varint
+  f->set_data(huge);
+  f = mixed.add_frames();
+  f->set_id(3);
+  f->set_data(small);
+  f = mixed.add_frames();
+  f->set_id(5);
+  f->set_data(big);
+  mixed.add_frames()->set_id(9);  // no kind at all
+  // A frame with a field this build does not know takes the serializer's
+  // way; so does a message with one.
+  EgressFrames unknown_in_frame;
+  f = unknown_in_frame.add_frames();
+  f->set_id(11);
+  f->set_data(big);
+  std::string extra = f->SerializeAsString() + std::string("\xa0\x06\x01", 3);  // field 100 = 1
+  ASSERT_TRUE(f->ParseFromString(extra));
+  EgressFrames unknown_at_top;
+  ASSERT_TRUE(unknown_at_top.ParseFromString(mixed.SerializeAsString() +
+                                             std::string("\xa0\x06\x01", 3)));
+
+  for (const EgressFrames* m : {&empty, &start, &mixed, &unknown_in_frame, &unknown_at_top}) {
+    std::string own = "prefix";
+    std::vector<EgressDataRef> refs;
+    ASSERT_TRUE(EncodeEgressPieces(*m, &own, &refs));
+    for (const EgressDataRef& r : refs) EXPECT_GE(r.data->size(), kEgressReferencedData);
+    EXPECT_TRUE(Joined(own, refs) == "prefix" + Wire(*m)) << m->ShortDebugString().substr(0, 200);
+    if (m == &mixed) {
+      EXPECT_EQ(refs.size(), 3u) << "big, huge and big again; not the small one";
+      EXPECT_LT(own.size(), 2 * kEgressReferencedData) << "the large bytes were not copied";
+    }
+  }
+  EgressFrames over;
+  over.add_frames()->set_data(std::string(kEgressMaxMessage, 'o'));
+  std::string own;
+  std::vector<EgressDataRef> refs;
+  EXPECT_FALSE(EncodeEgressPieces(over, &own, &refs));
+}
+
+TEST_F(EgressTransportTest, GatheredWritesCrossWholeWhenTheSocketTakesThemInPieces) {
+  // A small send buffer: every message goes out in many partial writes,
+  // some ending inside a referenced frame, some inside the own bytes.
+  int small = 4096;
+  ASSERT_EQ(setsockopt(sp_[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+  EgressTransport a(sp_[0]);
+  EgressTransport b(sp_[1]);
+  sp_[1] = -1;
+  EgressFrames m;
+  for (int i = 0; i < 40; ++i) {
+    auto* f = m.add_frames();
+    f->set_id(static_cast<uint64_t>(i) * 2 + 1);
+    std::string bytes(i % 3 == 0 ? 10 : 5000 + i * 997, 'a');
+    for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<char>(i + k * 13);
+    f->set_data(bytes);
+    if (i % 7 == 0) m.add_frames()->set_window(static_cast<uint32_t>(i));
+  }
+  auto writer = std::async(std::launch::async, [&] { return a.Write(m) && a.Write(m); });
+  for (int k = 0; k < 2; ++k) {
+    EgressFrames got;
+    ASSERT_TRUE(b.Read(&got)) << b.error();
+    EXPECT_TRUE(got.SerializeAsString() == m.SerializeAsString());
+  }
+  EXPECT_TRUE(writer.get());
+}
+
+TEST_F(EgressTransportTest, TryReadTakesWholeMessagesWithoutWaitingAndSaysWhenItEnded) {
+  EgressTransport t(sp_[0]);
+  using Got = EgressTransport::Got;
+  EgressFrames m;
+  EXPECT_EQ(t.TryRead(&m), Got::kNothing);
+  std::string two = Wire(Data(1, "one")) + Wire(Data(3, "two"));
+  // Half of the first message: still nothing.
+  ASSERT_TRUE(WriteAll(sp_[1], two.substr(0, 6)));
+  EXPECT_EQ(t.TryRead(&m), Got::kNothing);
+  ASSERT_TRUE(WriteAll(sp_[1], two.substr(6)));
+  ASSERT_EQ(t.TryRead(&m), Got::kMessage);
+  EXPECT_EQ(m.frames(0).data(), "one");
+  ASSERT_EQ(t.TryRead(&m), Got::kMessage) << "from the buffer, the socket has nothing more";
+  EXPECT_EQ(m.frames(0).data(), "two");
+  EXPECT_EQ(t.TryRead(&m), Got::kNothing);
+  EXPECT_TRUE(t.error().empty());
+  pollfd p = {t.shutdown_fd(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0);
+  t.Shutdown();
+  EXPECT_EQ(poll(&p, 1, 0), 1) << "readable once shut down";
+  EXPECT_EQ(t.TryRead(&m), Got::kEnded);
+
+  EgressTransport u(sp_[1]);
+  sp_[1] = -1;
+  EXPECT_EQ(u.TryRead(&m), Got::kEnded) << "its peer shut down";
+  EXPECT_EQ(u.error(), "the peer closed the tunnel");
 }
 
 TEST_F(EgressTransportTest, ShutdownEndsTheSocketForThePeerAtOnce) {

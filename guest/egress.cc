@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <thread>
 
@@ -306,17 +307,39 @@ void EgressService::Serve(EgressTransport* tunnel) {
     gate->open = true;
   }
   gate->cv.notify_all();
-  if (!live) tunnel->Shutdown();  // the Read below ends at once
+  if (!live) tunnel->Shutdown();  // the watch below ends at once
   if (previous) previous->Close();
-  while (tunnel->Read(&in)) {
-    for (EgressFrame& f : *in.mutable_frames()) {
-      if (f.kind_case() == EgressFrame::kDnsAnswer) {
-        AnswerDns(f.id(), f.dns_answer());
-      } else {
-        mux->Deliver(std::move(f));
-      }
-    }
-  }
+  // The mux's own loop reads the tunnel (Watch): a message's frames are
+  // applied, and their bytes written to the guest's sockets, on the
+  // thread that read it, with no hand-off to another. This thread waits
+  // for the tunnel's end.
+  std::promise<void> ended;
+  std::future<void> end = ended.get_future();
+  bool watched = mux->Watch(
+      {tunnel->fd(), tunnel->shutdown_fd()},
+      [this, tunnel, m = mux.get(), &ended, message = EgressFrames()]() mutable {
+        while (true) {
+          switch (tunnel->TryRead(&message)) {
+            case EgressTransport::Got::kNothing:
+              return true;
+            case EgressTransport::Got::kEnded:
+              ended.set_value();
+              return false;
+            case EgressTransport::Got::kMessage:
+              break;
+          }
+          for (EgressFrame& f : *message.mutable_frames()) {
+            if (f.kind_case() == EgressFrame::kDnsAnswer) {
+              AnswerDns(f.id(), f.dns_answer());
+            } else if (!m->Deliver(std::move(f))) {
+              // The mux holds too much the peer sent (or stops): the
+              // tunnel ends rather than grow it.
+              tunnel->Shutdown();
+            }
+          }
+        }
+      });
+  if (watched) end.wait();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (mux_ == mux) mux_ = nullptr;
