@@ -229,7 +229,8 @@ bool EgressMux::Push(Command c) {
   return true;
 }
 
-bool EgressMux::Watch(std::vector<int> fds, std::function<bool()> ready) {
+bool EgressMux::Watch(std::vector<int> fds, std::function<Watched()> ready) {
+  if (fds.empty() || !ready) return false;
   Command c{Command::kWatch};
   c.fds = std::move(fds);
   c.ready = std::move(ready);
@@ -313,6 +314,7 @@ void EgressMux::Loop() {
     }
     int timeout = idle_limits_ ? static_cast<int>(idle_check_every_.count()) : -1;
     if (watch_polled_ && (timeout < 0 || timeout > kWatchPollMs)) timeout = kWatchPollMs;
+    if (watch_pending_) timeout = 0;
     if (runner_.wait) {
       // The owner's loop waits on this epoll set (readable when an event
       // is ready) and goes on with its other work meanwhile.
@@ -332,7 +334,7 @@ void EgressMux::Loop() {
     // The wake-up is taken before the commands: one written after this
     // read has its command still queued, and stays for the next turn.
     // The watch runs before them too: what it passes on is applied now.
-    bool watched = watch_polled_;
+    bool watched = watch_polled_ || watch_pending_;
     for (int i = 0; i < n; ++i) {
       if (events[i].data.u64 == kWakeTag) {
         uint64_t count;
@@ -444,7 +446,9 @@ void EgressMux::ApplyWatch(Command& c) {
     ev.data.u64 = kWatchTag;
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0) {
       watch_fds_.push_back(fd);
-    } else {
+    } else if (errno != EEXIST) {
+      // Not in the set (out of memory for it, or not a descriptor epoll
+      // takes): looked at every turn instead.
       watch_polled_ = true;
     }
   }
@@ -454,11 +458,14 @@ void EgressMux::ApplyWatch(Command& c) {
 }
 
 void EgressMux::RunWatch(bool in_turn) {
+  watch_pending_ = false;
   if (!watch_ready_) return;
+  const EgressMux* outer = watching;
   if (in_turn) watching = this;
-  bool more = watch_ready_();
-  watching = nullptr;
-  if (more) return;
+  Watched result = watch_ready_();
+  watching = outer;
+  if (result == Watched::kPending) watch_pending_ = true;
+  if (result != Watched::kDone) return;
   for (int fd : watch_fds_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   watch_fds_.clear();
   watch_polled_ = false;
@@ -468,7 +475,10 @@ void EgressMux::RunWatch(bool in_turn) {
 void EgressMux::Apply(Command& c) {
   switch (c.kind) {
     case Command::kOpen: {
-      if (closed_ || c.id == kWakeTag || c.id == kWatchTag || streams_.count(c.id) != 0) {
+      // A socket's stream id tags it in the epoll set: not one of the
+      // set's other tags.
+      if (closed_ || c.id == kWakeTag || (c.fd >= 0 && c.id == kWatchTag) ||
+          streams_.count(c.id) != 0) {
         Refuse(c);
         return;
       }
@@ -867,7 +877,9 @@ void EgressMux::Flush() {
 
 void EgressMux::ApplyReplace(Command& c) {
   auto it = streams_.find(c.id);
-  if (closed_ || it == streams_.end()) {
+  // The socket goes into the epoll set under the stream's id: not the
+  // watch's tag (a pipe's id may be any the peer chose).
+  if (closed_ || it == streams_.end() || c.id == kWatchTag) {
     Refuse(c);
     return;
   }

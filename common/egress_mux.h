@@ -143,16 +143,20 @@ class EgressMux {
   // reset, window). Frames for streams that have ended are dropped. False
   // as for Post: the owner should then end the transport.
   bool Deliver(agent::v1::EgressFrame frame);
-  // Watch has the mux's loop run `ready` in every turn in which one of
-  // `fds` is readable (level-triggered), before the turn's commands are
-  // applied: what `ready` passes on (Deliver, Post, Reset) is applied in
-  // that turn, with no wake-up. An owner reads its transport there
-  // instead of on a thread of its own, so a message's frames reach their
-  // sockets on the thread that reads it. `ready` returns false to be
-  // called no more. One watch at a time (a new one replaces it); false
-  // when the mux is stopped. The descriptors stay the caller's, open
-  // until Stop returned.
-  bool Watch(std::vector<int> fds, std::function<bool()> ready);
+  // Watch has the mux's loop run `ready` once when it is set and then in
+  // every turn in which one of `fds` is readable (level-triggered), before
+  // the turn's commands are applied: what `ready` passes on (Deliver,
+  // Post, Reset) is applied in that turn, with no wake-up. An owner reads
+  // its transport there instead of on a thread of its own, so a message's
+  // frames reach their sockets on the thread that reads it. `ready` says
+  // whether it is done for good (kDone: not called again), waits for a
+  // descriptor (kIdle), or stopped with more to take (kPending: called
+  // again in the next turn, which does not wait), so one turn takes a
+  // bounded share. It must not wait itself. One watch at a time (a new
+  // one replaces it); false when the mux is stopped or `fds` is empty.
+  // The descriptors stay the caller's, open until Stop returned.
+  enum class Watched { kDone, kIdle, kPending };
+  bool Watch(std::vector<int> fds, std::function<Watched()> ready);
   // Close resets every stream and refuses new ones (the transport ended).
   void Close();
   // Stop closes and waits for the mux's loop to end; Send is never called
@@ -181,7 +185,7 @@ class EgressMux {
     size_t bytes = 0;  // counted against kEgressMaxQueued
     // kWatch: the descriptors and what runs when one is readable.
     std::vector<int> fds;
-    std::function<bool()> ready;
+    std::function<Watched()> ready;
   };
 
   void Loop();
@@ -270,10 +274,12 @@ class EgressMux {
   // The owner's watch (Watch): its descriptors, in the epoll set, and
   // what runs when one is readable. `watch_polled_`: the set did not take
   // them, so `watch_ready_` runs every turn and a turn waits at most
-  // kWatchPollMs.
+  // kWatchPollMs. `watch_pending_`: it stopped with more to take, so it
+  // runs in the next turn, which does not wait.
   std::vector<int> watch_fds_;
-  std::function<bool()> watch_ready_;
+  std::function<Watched()> watch_ready_;
   bool watch_polled_ = false;
+  bool watch_pending_ = false;
   uint64_t widened_ = 0;      // of kEgressWideningBudget, given to streams
   std::vector<uint64_t> credited_;  // streams with new credit and bytes to read
   std::vector<uint64_t> unwritten_;  // streams with data to write (WriteDue)

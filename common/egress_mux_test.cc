@@ -60,6 +60,9 @@ std::string ReadExactly(int fd, size_t n) {
   std::string out;
   char buf[256];
   while (out.size() < n) {
+    // Ten seconds of silence end it short (a test fails, it never hangs).
+    pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1) break;
     ssize_t r = read(fd, buf, std::min(sizeof(buf), n - out.size()));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
@@ -762,7 +765,7 @@ TEST(EgressMuxTest, AWatchRunsOnTheLoopWhileItsDescriptorIsReadableAndWhatItDeli
       ready_threads.insert(std::this_thread::get_id());
     }
     // Level-triggered: the byte left unread calls it again.
-    if (++calls < 3) return true;
+    if (++calls < 3) return EgressMux::Watched::kIdle;
     char c;
     while (read(signal[0], &c, 1) == 1) {
     }
@@ -770,7 +773,7 @@ TEST(EgressMuxTest, AWatchRunsOnTheLoopWhileItsDescriptorIsReadableAndWhatItDeli
     f.set_id(1);
     f.set_data("from the transport");
     EXPECT_TRUE(mux.Deliver(std::move(f)));
-    return true;
+    return EgressMux::Watched::kIdle;
   }));
   EXPECT_EQ(ReadExactly(app, 18), "from the transport");
   EXPECT_EQ(calls.load(), 3) << "not called while nothing is readable";
@@ -802,23 +805,55 @@ TEST(EgressMuxTest, AWatchThatSaysNoMoreIsNotCalledAgainAndAWatchAfterStopIsRefu
   EgressMux mux([](const EgressFrames&) { return true; });
   int signal[2];
   ASSERT_EQ(pipe2(signal, O_CLOEXEC | O_NONBLOCK), 0);
+  EXPECT_FALSE(mux.Watch({}, [] { return EgressMux::Watched::kIdle; })) << "nothing to watch";
   std::atomic<int> calls{0};
+  // Called once when set (nothing readable yet), then for the byte.
   ASSERT_TRUE(mux.Watch({signal[0]}, [&] {
-    ++calls;
-    return false;
+    return ++calls < 2 ? EgressMux::Watched::kIdle : EgressMux::Watched::kDone;
   }));
   ASSERT_EQ(write(signal[1], "x", 1), 1);
-  for (int i = 0; i < 200 && calls.load() < 1; ++i) {
+  for (int i = 0; i < 400 && calls.load() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(calls.load(), 1) << "the byte is still there, but the watch is gone";
+  EXPECT_EQ(calls.load(), 2) << "the byte is still there, but the watch is gone";
   mux.Stop();
-  EXPECT_FALSE(mux.Watch({signal[0]}, [] { return true; }));
+  EXPECT_FALSE(mux.Watch({signal[0]}, [] { return EgressMux::Watched::kIdle; }));
   close(signal[0]);
   close(signal[1]);
 }
 
+TEST(EgressMuxTest, AWatchWithMorePendingRunsAgainWithoutItsDescriptorAndBetweenTurns) {
+  // Nothing is ever readable: only kPending brings the watch back. Each
+  // call delivers one frame; the mux writes each out in its own turn.
+  EgressMux mux([](const EgressFrames&) { return true; });
+  auto [app, carried] = TcpPair();
+  ASSERT_TRUE(mux.Open(1, carried));
+  int signal[2];
+  ASSERT_EQ(pipe2(signal, O_CLOEXEC | O_NONBLOCK), 0);
+  std::atomic<int> calls{0};
+  std::atomic<int> written_before{-1};
+  ASSERT_TRUE(mux.Watch({signal[0]}, [&] {
+    int n = ++calls;
+    if (n == 3) {
+      // The first two calls' bytes went out in the turns between.
+      char buf[8];
+      written_before = static_cast<int>(recv(app, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT));
+    }
+    EgressFrame f;
+    f.set_id(1);
+    f.set_data(std::string(1, static_cast<char>('a' + n - 1)));
+    EXPECT_TRUE(mux.Deliver(std::move(f)));
+    return n < 5 ? EgressMux::Watched::kPending : EgressMux::Watched::kIdle;
+  }));
+  EXPECT_EQ(ReadExactly(app, 5), "abcde");
+  EXPECT_EQ(calls.load(), 5);
+  EXPECT_EQ(written_before.load(), 2);
+  mux.Stop();
+  close(app);
+  close(signal[0]);
+  close(signal[1]);
+}
 
 namespace replace {
 

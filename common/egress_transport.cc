@@ -251,6 +251,14 @@ bool EgressTransport::Wait(short events, std::chrono::steady_clock::time_point d
 }
 
 bool EgressTransport::Write(const agent::v1::EgressFrames& message) {
+  bool sent = WriteGathered(message);
+  // What pointed into `message` is not kept past the call.
+  refs_.clear();
+  iov_.clear();
+  return sent;
+}
+
+bool EgressTransport::WriteGathered(const agent::v1::EgressFrames& message) {
   if (down_) return false;
   out_.clear();
   refs_.clear();

@@ -106,6 +106,9 @@ class EgressTransport {
   // growing the buffer); nothing is zero-filled.
   void Reserve(size_t n);
   void Fail(const std::string& why);
+  // WriteGathered is Write's body: it leaves refs_ and iov_ pointing into
+  // `message`, which Write clears.
+  bool WriteGathered(const agent::v1::EgressFrames& message);
   // TakeMessage parses the next whole message in the buffer: 1, 0 when it
   // is not whole yet (`need`: the bytes it takes from in_start_), -1 when
   // it broke the framing (the transport ended).

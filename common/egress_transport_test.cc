@@ -293,12 +293,24 @@ TEST_F(EgressTransportTest, GatheredWritesCrossWholeWhenTheSocketTakesThemInPiec
     f->set_data(bytes);
     if (i % 7 == 0) m.add_frames()->set_window(static_cast<uint32_t>(i));
   }
-  auto writer = std::async(std::launch::async, [&] { return a.Write(m) && a.Write(m); });
-  for (int k = 0; k < 2; ++k) {
-    EgressFrames got;
-    ASSERT_TRUE(b.Read(&got)) << b.error();
-    EXPECT_TRUE(got.SerializeAsString() == m.SerializeAsString());
+  // And one of more pieces than a single sendmsg takes (IOV_MAX): a
+  // thousand referenced frames with their own bytes between them.
+  EgressFrames many;
+  for (int i = 0; i < 1000; ++i) {
+    auto* f = many.add_frames();
+    f->set_id(static_cast<uint64_t>(i) + 1);
+    f->set_data(std::string(kEgressReferencedData, static_cast<char>(i)));
   }
+  auto writer = std::async(std::launch::async,
+                           [&] { return a.Write(m) && a.Write(many) && a.Write(m); });
+  EgressFrames first, got_many;
+  ASSERT_TRUE(b.Read(&first)) << b.error();
+  EXPECT_TRUE(first.SerializeAsString() == m.SerializeAsString());
+  ASSERT_TRUE(b.Read(&got_many)) << b.error();
+  EXPECT_TRUE(got_many.SerializeAsString() == many.SerializeAsString());
+  EgressFrames got;
+  ASSERT_TRUE(b.Read(&got)) << b.error();
+  EXPECT_TRUE(got.SerializeAsString() == m.SerializeAsString());
   EXPECT_TRUE(writer.get());
 }
 

@@ -36,6 +36,9 @@ using std::chrono::steady_clock;
 // A DNS query not answered within this long is forgotten (the resolver
 // retries on its own).
 constexpr auto kPendingTimeout = seconds(15);
+// Tunnel messages the mux's loop takes in one turn before it writes out
+// and credits what they brought (then it takes more without waiting).
+constexpr int kMessagesPerTurn = 16;
 
 absl::StatusOr<int> ListenOn(int type, const std::string& address, uint16_t port,
                                    uint16_t* bound) {
@@ -286,7 +289,11 @@ void EgressService::Serve(EgressTransport* tunnel) {
           std::unique_lock<std::mutex> lock(gate->mu);
           gate->cv.wait(lock, [&] { return gate->open; });
         }
-        return tunnel->Write(batch);
+        // A tunnel whose write failed is over: its end wakes the watch
+        // below (a virtio port may never say so by itself).
+        if (tunnel->Write(batch)) return true;
+        tunnel->Shutdown();
+        return false;
       },
       in.start().max_window());
   std::shared_ptr<EgressMux> previous;
@@ -318,13 +325,15 @@ void EgressService::Serve(EgressTransport* tunnel) {
   bool watched = mux->Watch(
       {tunnel->fd(), tunnel->shutdown_fd()},
       [this, tunnel, m = mux.get(), &ended, message = EgressFrames()]() mutable {
-        while (true) {
+        // A bounded share per turn, so the mux writes out and credits
+        // between them (and never holds all that is in flight at once).
+        for (int i = 0; i < kMessagesPerTurn; ++i) {
           switch (tunnel->TryRead(&message)) {
             case EgressTransport::Got::kNothing:
-              return true;
+              return EgressMux::Watched::kIdle;
             case EgressTransport::Got::kEnded:
               ended.set_value();
-              return false;
+              return EgressMux::Watched::kDone;
             case EgressTransport::Got::kMessage:
               break;
           }
@@ -335,9 +344,12 @@ void EgressService::Serve(EgressTransport* tunnel) {
               // The mux holds too much the peer sent (or stops): the
               // tunnel ends rather than grow it.
               tunnel->Shutdown();
+              ended.set_value();
+              return EgressMux::Watched::kDone;
             }
           }
         }
+        return EgressMux::Watched::kPending;
       });
   if (watched) end.wait();
   {
