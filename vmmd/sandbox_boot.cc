@@ -271,23 +271,24 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       pid = *relaunched;
       return absl::OkStatus();
     };
-    // Only a snapshot QEMU says it could not load goes; one whose VM died
-    // otherwise (killed, out of memory) stays. The VM has exited or is
-    // about to (QEMU ends on a failed load): its log is read after.
-    auto drop_if_unloadable = [&]() -> bool {
+    // Only a snapshot QEMU could not load, or whose guest panicked, goes
+    // (RestoreCondemnsSnapshot); one whose VM died otherwise (killed, out
+    // of memory) stays. The VM has exited or is about to (QEMU ends on a
+    // failed load, and on a panic's reboot): its files are read after.
+    auto drop_if_broken = [&]() -> bool {
       AwaitExit(pid, seconds(1));
-      bool unloadable = ReadFileToString(config.vmm_log).find("load of migration failed") !=
-                        std::string::npos;
-      if (unloadable) {
+      bool broken = RestoreCondemnsSnapshot(ReadFileToString(config.vmm_log),
+                                            ReadFileToString(config.console_log));
+      if (broken) {
         snapshots_.Remove(restore_key);
         RetireGoneWarmVms();
       }
-      return unloadable;
+      return broken;
     };
     if (!restore_key.empty()) {
       SetProgress(name, "restoring snapshot");
       if (absl::Status rs = SendSnapshot(restore_key, config); !rs.ok()) {
-        bool removed = drop_if_unloadable();
+        bool removed = drop_if_broken();
         AIRLOCK_LOG_WARN("cannot restore the snapshot; booting instead",
                          {{"sandbox", name}, {"error", std::string(rs.message())},
                           {"snapshot_removed", removed ? "yes" : "no"},
@@ -331,7 +332,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
     if (s.code() != absl::StatusCode::kAborted) return s;
     // QEMU exited before the agent answered, or the VM could not take the
     // sandbox's shares: the sandbox boots its disk (as after any crash).
-    bool removed = !ProcessAlive(pid) && drop_if_unloadable();
+    bool removed = !ProcessAlive(pid) && drop_if_broken();
     // The boot that follows starts the console again: what the restored
     // guest printed (a panic's reason) is kept here.
     AIRLOCK_LOG_WARN("the restored VM did not come up as the sandbox; booting",

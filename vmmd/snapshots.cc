@@ -52,6 +52,11 @@ void RemoveTree(const std::string& path) {
 
 }  // namespace
 
+bool RestoreCondemnsSnapshot(absl::string_view vmm_log, absl::string_view console) {
+  return absl::StrContains(vmm_log, "load of migration failed") ||
+         absl::StrContains(console, "Kernel panic - not syncing");
+}
+
 bool Snapshottable(const VmConfig& config, size_t hotplug_shares) {
   return config.shares.size() <= hotplug_shares && config.docker_disk.empty();
 }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "vmmd/hypervisor.h"
 
 namespace airlock::vmmd {
@@ -55,6 +56,15 @@ struct SnapshotInputs {
 // no Docker disk, and at most `hotplug_shares` shares (what can be plugged
 // into it once it runs).
 bool Snapshottable(const VmConfig& config, size_t hotplug_shares);
+
+// RestoreCondemnsSnapshot says whether a restore that did not come up
+// proves its snapshot broken, from what the restored VM left: QEMU could
+// not load it (`vmm_log`), or the guest it resumed panicked (`console`,
+// written from the restore on; every restore of such a snapshot resumes
+// the same state, so each would panic alike). A VM that died otherwise
+// (killed, out of memory, a share that would not plug) proves nothing
+// about the snapshot, which stays.
+bool RestoreCondemnsSnapshot(absl::string_view vmm_log, absl::string_view console);
 
 // SnapshotVm is `config` as the VM a snapshot of it is made from: the
 // snapshot's name and hostname, its files at `dir` (the snapshot's

@@ -55,6 +55,19 @@ TEST(SnapshottableTest, SharesUpToTheHotplugSlotsAndNoDocker) {
   EXPECT_FALSE(Snapshottable(c, 4));
 }
 
+TEST(RestoreCondemnsSnapshotTest, AnUnloadableStreamOrAPanickedGuestAndNothingElse) {
+  EXPECT_TRUE(RestoreCondemnsSnapshot(
+      "qemu-system-x86_64: load of migration failed: Input/output error\n", ""));
+  // What a CI run's restores printed, every one of them, from one snapshot.
+  EXPECT_TRUE(RestoreCondemnsSnapshot(
+      "", "RIP: 0010:0x2325f1596\nKernel panic - not syncing: Attempted to kill the idle task!\n"));
+  EXPECT_FALSE(RestoreCondemnsSnapshot("", "")) << "killed: nothing says why";
+  EXPECT_FALSE(RestoreCondemnsSnapshot("qemu-system-x86_64: terminating on signal 9\n",
+                                       "[    0.000000] Linux version 6.1\n"));
+  EXPECT_FALSE(RestoreCondemnsSnapshot("", "virtio_fs: probe of virtio5 failed with error -2\n"))
+      << "a share that would not plug";
+}
+
 TEST(SnapshotVmTest, NamesNoSandboxAndKeepsTheShape) {
   VmConfig c;
   c.name = "dev";
