@@ -403,7 +403,10 @@ TEST_F(SandboxManagerTest, RecoveryBootsAgainAGuestWhoseBootWasCutShort) {
   }
   bool started = false;
   for (int i = 0; i < 500 && !started; ++i) {
-    started = ProcessCmdline(vm).find("marker-" + name) != std::string::npos;
+    // Its argv[0] once exec'd: bash's own command line holds the marker
+    // too, and while it execs, the process's command line reads empty
+    // (a scan then would not find it).
+    started = ProcessCmdline(vm).rfind("airlock-fake-vm-marker-" + name, 0) == 0;
     if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (!started) {
