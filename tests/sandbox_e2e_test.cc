@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -467,6 +468,27 @@ TEST_F(SandboxE2ETest, PublishedPortReachesGuestServerAndSurvivesRestart) {
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0]["host_port"], host_port) << "the same host port after a restart";
   EXPECT_NE(serve_and_get().find("hello from the sandbox"), std::string::npos);
+
+  // vmmd killed and started again: the port listens once vmmd serves, and
+  // a connection made while it reattaches to the guest waits for it
+  // instead of being refused (it was, until the reattach's end). The VM
+  // is paused meanwhile, so the reattach waits for its agent.
+  pid_t vmmd = VmmdPid();
+  pid_t qemu = Sandbox("web")["pid"];
+  ASSERT_GT(qemu, 0);
+  ASSERT_EQ(kill(vmmd, SIGKILL), 0);
+  AwaitExit(vmmd, std::chrono::seconds(5));
+  ASSERT_EQ(kill(qemu, SIGSTOP), 0);
+  ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
+  auto during = std::async(std::launch::async, [&] { return HttpGet(host_port); });
+  bool answered_early =
+      during.wait_for(std::chrono::seconds(1)) == std::future_status::ready;
+  ASSERT_EQ(kill(qemu, SIGCONT), 0);
+  std::string body = during.get();
+  EXPECT_FALSE(answered_early) << "refused while vmmd reattached: \"" << body << "\"";
+  EXPECT_NE(body.find("hello from the sandbox"), std::string::npos) << body;
+  ASSERT_TRUE(WaitState("web", "running"));
+  EXPECT_EQ(Sandbox("web")["pid"], qemu) << "reattached, not rebooted";
 
   // The same host port for another sandbox, a port some process holds, a
   // bad spec: clear errors, nothing created.

@@ -530,7 +530,9 @@ absl::Status SandboxManager::WaitForAgent(const std::string& name, pid_t pid,
       // and a clone's `sandbox-NAME` remote is in the host repo unless gitd
       // was down (then the monitor retries it). A caller that saw RUNNING
       // and then read the repo saw it change under it.
-      OpenPorts(name);
+      // (A reattach's ports listen since vmmd started: opened again, they
+      // would cut what connected meanwhile.)
+      if (mount_shares) OpenPorts(name);
       if (sb.spec().clone()) PublishClone(name);
       absl::Status st = Update(name, "", [&](vmm::Sandbox& sb) {
         sb.set_state(vmm::RUNNING);

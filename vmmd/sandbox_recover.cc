@@ -130,6 +130,11 @@ absl::Status SandboxManager::Recover() {
     }
     AIRLOCK_LOG_INFO("reattaching", {{"sandbox", name}, {"pid", std::to_string(pid)}});
     UpdateOrWarn(name, "reattaching", [&](vmm::Sandbox& s) { s.set_vmm_pid(pid); });
+    // The sandbox is RUNNING to every caller from here, so what it
+    // publishes listens from here too: a connection made while the
+    // reattach runs waits for the agent (AgentChannel waits it out)
+    // instead of being refused. A reattach that fails closes them (Boot).
+    OpenPorts(name);
     StartWorker([this, name = name] { Boot(name, false); });
   }
   for (const auto& name : reboot) {
