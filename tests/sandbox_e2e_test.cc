@@ -414,10 +414,10 @@ TEST_F(SandboxE2ETest, VmmdKilledDuringCreateLeavesNoOrphan) {
 }
 
 // HttpGet fetches http://127.0.0.1:port/ with a plain socket; "" on failure
-// or when no answer comes within 10 s.
-std::string HttpGet(int port) {
+// or when no answer comes within `timeout_s`.
+std::string HttpGet(int port, int timeout_s = 10) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval wait{10, 0};
+  timeval wait{timeout_s, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
   sockaddr_in a{};
@@ -480,7 +480,8 @@ TEST_F(SandboxE2ETest, PublishedPortReachesGuestServerAndSurvivesRestart) {
   AwaitExit(vmmd, std::chrono::seconds(5));
   ASSERT_EQ(kill(qemu, SIGSTOP), 0);
   ASSERT_EQ(Airlock({"daemon", "start"}).exit_code, 0);
-  auto during = std::async(std::launch::async, [&] { return HttpGet(host_port); });
+  // Its wait covers the whole reattach, under TCG on a busy host.
+  auto during = std::async(std::launch::async, [&] { return HttpGet(host_port, 90); });
   bool answered_early =
       during.wait_for(std::chrono::seconds(1)) == std::future_status::ready;
   ASSERT_EQ(kill(qemu, SIGCONT), 0);

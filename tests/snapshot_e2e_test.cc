@@ -441,8 +441,16 @@ TEST_F(SnapshotE2ETest, ASnapshotQemuCannotLoadIsDroppedAndTheSandboxBoots) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "second\n");
   EXPECT_EQ(Sandbox("second")["started_from"], "boot");
-  struct stat gone {};
-  EXPECT_NE(stat(snapshot.c_str(), &gone), 0) << "the broken snapshot is still there";
+  // The broken one is gone, and that boot made the image's snapshot once
+  // more (a new stream, whole): the next sandbox restores it.
+  ASSERT_TRUE(WaitForSnapshot()) << SnapshotDiagnosis();
+  struct stat remade {};
+  ASSERT_EQ(stat((snapshot + "/memory").c_str(), &remade), 0);
+  EXPECT_GT(remade.st_size, st.st_size / 2) << "the broken (cut) snapshot is still there";
+  auto third = Airlock({"run", "--name", "third", "-m", "1g", "shell", "--", "hostname"});
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_EQ(third.out, "third\n");
+  EXPECT_EQ(Sandbox("third")["started_from"], "restore");
 }
 
 TEST_F(SnapshotE2ETest, ASnapshotWithoutItsRamImageIsNeverRestored) {

@@ -128,7 +128,16 @@ void SandboxManager::Boot(const std::string& name, bool launch) {
       sb = records_[name].sb;
     }
     KillVm(sb);
-    // Ports open just before RUNNING; a failure after them closes them.
+    {
+      // A reattach that failed no longer holds anyone up: a connection
+      // to its ports waiting for the agent (AgentChannel) ends now, so
+      // closing them below does not wait for it.
+      std::lock_guard<std::mutex> lock(mu_);
+      records_[name].reattaching = false;
+      changed_.notify_all();
+    }
+    // Ports open just before RUNNING (a reattach's, when vmmd started); a
+    // failure after them closes them.
     ClosePorts(name);
     bool cancelled = s.code() == absl::StatusCode::kCancelled;
     UpdateOrWarn(name, "", [&](vmm::Sandbox& sb) {
@@ -282,6 +291,7 @@ absl::Status SandboxManager::BootSteps(const std::string& name, bool launch) {
       if (broken) {
         snapshots_.Remove(restore_key);
         RetireGoneWarmVms();
+        AllowSnapshotRemake(restore_key);
       }
       return broken;
     };

@@ -749,7 +749,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> SandboxManager::AgentChannel(
     // has (the guest kept running; a caller must not see it as stopped).
     changed_.wait_for(lock, seconds(options_.boot_timeout_s), [&] {
       auto r = records_.find(name);
-      return r == records_.end() || !r->second.reattaching || stopping_;
+      return r == records_.end() || !r->second.reattaching || r->second.cancel || stopping_;
     });
     auto it = records_.find(name);
     if (it == records_.end()) {

@@ -297,6 +297,10 @@ class SandboxManager {
   // MaybeSnapshot starts making the snapshot for a sandbox that just
   // booted, when there is none for its shape (one at a time).
   void MaybeSnapshot(const std::string& name);
+  // AllowSnapshotRemake lets the snapshot of `key`, deleted because a
+  // restore of it failed, be built once more in this vmmd run (by the next
+  // boot of its image); a second one that fails stays gone.
+  void AllowSnapshotRemake(const std::string& key);
   // BuildSnapshot boots a VM of `config`'s shape that is no sandbox, saves
   // it when its agent is up and commits the snapshot; returns its size.
   // `boot_hung` is set when its guest did not come up in time.
@@ -463,8 +467,11 @@ class SandboxManager {
   bool snapshot_building_ = false;
   // Tries per snapshot key while vmmd runs: a VM whose boot hung may be
   // tried again, up to kSnapshotTries; a success or any other failure is
-  // final (a snapshot later removed as unloadable is not made again).
+  // final, but for one more build of a snapshot deleted because a restore
+  // of it failed (AllowSnapshotRemake; snapshot_remade_: the keys that had
+  // theirs).
   std::map<std::string, int> snapshot_tried_;
+  std::set<std::string> snapshot_remade_;
   // The jail ids the snapshot's VM uses while one is made (under mu_).
   uint32_t snapshot_jail_uid_ = 0;
   // Under mu_; warm_stopped_: no more warm VMs (vmmd stopping).

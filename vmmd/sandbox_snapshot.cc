@@ -287,6 +287,13 @@ void SandboxManager::MaybeSnapshot(const std::string& name) {
   });
 }
 
+void SandboxManager::AllowSnapshotRemake(const std::string& key) {
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  if (snapshot_remade_.insert(key).second) {
+    snapshot_tried_[key] = std::min(snapshot_tried_[key], kSnapshotTries - 1);
+  }
+}
+
 absl::StatusOr<uint64_t> SandboxManager::BuildSnapshot(const std::string& key,
                                                        const VmConfig& sandbox_config,
                                                        const std::string& base_disk,
