@@ -435,10 +435,14 @@ void EgressMux::WriteDue() {
   }
 }
 
-void EgressMux::ApplyWatch(Command& c) {
+void EgressMux::UnwatchFds() {
   for (int fd : watch_fds_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   watch_fds_.clear();
   watch_polled_ = false;
+}
+
+void EgressMux::ApplyWatch(Command& c) {
+  UnwatchFds();
   watch_ready_ = std::move(c.ready);
   for (int fd : c.fds) {
     epoll_event ev{};
@@ -466,9 +470,7 @@ void EgressMux::RunWatch(bool in_turn) {
   watching = outer;
   if (result == Watched::kPending) watch_pending_ = true;
   if (result != Watched::kDone) return;
-  for (int fd : watch_fds_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  watch_fds_.clear();
-  watch_polled_ = false;
+  UnwatchFds();
   watch_ready_ = nullptr;
 }
 

@@ -212,6 +212,8 @@ class EgressMux {
   // (`in_turn`: before the turn's DrainCommands, which applies what it
   // passed on without a wake-up).
   void ApplyWatch(Command& c);
+  // UnwatchFds takes the watch's descriptors out of the epoll set.
+  void UnwatchFds();
   void RunWatch(bool in_turn);
   void ApplyReplace(Command& c);
   // DrainPair moves what is in the socket pair a Replace ends: the
